@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/queen-node/queen-node/fsm"
+)
+
+type metrics struct {
+	applySeconds prometheus.Histogram
+	applyErrors  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
+	m := &metrics{
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "queen", Subsystem: "raft", Name: "apply_seconds",
+			Help:    "Time from proposing an entry to its apply result on the leader.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14),
+		}),
+		applyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "queen", Subsystem: "raft", Name: "apply_errors_total",
+			Help: "Proposals that did not return a result, by kind.",
+		}, []string{"kind"}),
+	}
+	if reg == nil {
+		return m
+	}
+	gauge := func(name, help string, fn func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Subsystem: "raft", Name: name, Help: help}, fn)
+	}
+	reg.MustRegister(m.applySeconds, m.applyErrors,
+		gauge("state", "Raft role: 0 follower, 1 candidate, 2 leader, 3 shutdown.", func() float64 {
+			switch n.raft.State() {
+			case raft.Candidate:
+				return 1
+			case raft.Leader:
+				return 2
+			case raft.Shutdown:
+				return 3
+			}
+			return 0
+		}),
+		gauge("term", "Current Raft term.", func() float64 { return float64(n.raft.CurrentTerm()) }),
+		gauge("commit_index", "Highest committed log index known here.", func() float64 { return float64(n.raft.CommitIndex()) }),
+		gauge("applied_index", "Highest log index applied to the FSM here.", func() float64 { return float64(n.fsm.AppliedIndex()) }),
+		gauge("last_index", "Highest log index stored here.", func() float64 { return float64(n.raft.LastIndex()) }),
+		&depthCollector{n: n},
+	)
+	return m
+}
+
+// depthCollector reports queue and dead-letter depths at scrape time, from
+// this node's state.
+type depthCollector struct{ n *Node }
+
+var (
+	queueDepthDesc = prometheus.NewDesc("queen_queue_depth", "Messages pending in queue mode, by queue.", []string{"queue"}, nil)
+	dlqDepthDesc   = prometheus.NewDesc("queen_dlq_depth_by_queue", "Dead letters stored, by queue.", []string{"queue"}, nil)
+	dlqTotalDesc   = prometheus.NewDesc("queen_dlq_depth", "Dead letters stored.", nil, prometheus.Labels{"scope": "cluster"})
+)
+
+func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- dlqDepthDesc
+	ch <- dlqTotalDesc
+}
+
+func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	now := d.n.Now()
+	var dlqTotal float64
+	_ = d.n.fsm.Read(func(r *fsm.Reader) error {
+		for _, q := range r.Queues() {
+			var st fsm.PartitionStats
+			for _, p := range r.Partitions(q.Name) {
+				st.Add(r.Stats(p, now))
+			}
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.Pending+st.Processing), q.Name)
+			ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(q.DlqCount), q.Name)
+			dlqTotal += float64(q.DlqCount)
+		}
+		return nil
+	})
+	ch <- prometheus.MustNewConstMetric(dlqTotalDesc, prometheus.GaugeValue, dlqTotal)
+}

@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// Pop claims messages for a consumer group: one log entry when something
+// may be deliverable, and, when wait > 0 and nothing is, a park until an
+// applied entry changes the queue, a time-based change (lease expiry, retry
+// delay, window, delay) comes due, or wait ends. It never sleep-polls.
+//
+// The result carries the stored messages, read from this node's state right
+// after the entry applied (messages are immutable once written).
+func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+	in.LeaseId = LeaseIDFor(in.LeaseId)
+	deadline := time.Now().Add(wait)
+	watchKey := in.Queue // a namespace pop watches every queue
+	for {
+		changed := n.Watch(watchKey)
+		var ready fsm.PopReadiness
+		if err := n.fsm.Read(func(r *fsm.Reader) error {
+			ready = r.PopReadiness(in, n.Now())
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		if ready.Ready {
+			res, err := n.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: in}})
+			if err != nil {
+				return nil, err
+			}
+			pr := res.(*fsmpb.PopResult)
+			if len(pr.Messages) > 0 {
+				return n.hydrate(pr)
+			}
+			// Someone else took it first: look again.
+			if wait <= 0 {
+				return pr, nil
+			}
+			continue
+		}
+		left := time.Until(deadline)
+		if wait <= 0 || left <= 0 {
+			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+		}
+		sleep := left
+		if ready.NextUs > 0 {
+			sleep = min(sleep, time.Duration(ready.NextUs-n.Now())*time.Microsecond+time.Millisecond)
+		}
+		timer := time.NewTimer(max(sleep, time.Millisecond))
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			// The client went away: claim nothing.
+			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+		case <-n.stop:
+			timer.Stop()
+			return nil, ErrShutdown
+		}
+		timer.Stop()
+	}
+}
+
+// hydrate reads the popped messages' stored records.
+func (n *Node) hydrate(pr *fsmpb.PopResult) (*fsmpb.PopResult, error) {
+	err := n.fsm.Read(func(r *fsm.Reader) error {
+		pr.Records = make([]*fsmpb.MessageRecord, len(pr.Messages))
+		for i, m := range pr.Messages {
+			rec := r.Message(m.PartitionId, m.Seq)
+			if rec == nil {
+				rec = &fsmpb.MessageRecord{} // removed since (queue deleted); rare
+			}
+			pr.Records[i] = rec
+		}
+		return nil
+	})
+	return pr, err
+}

@@ -1,0 +1,96 @@
+// Command queen-node runs one node of the broker. With no flags it is a
+// complete single-node broker with its data in ./queen-data.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/httpapi"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "queen-node:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	// Signals first, so a SIGTERM during startup still shuts down cleanly.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.LogLevel)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// Listen before starting the node, so a taken port fails fast.
+	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+
+	node, err := cluster.Start(cluster.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr,
+		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
+		SweepInterval: cfg.RetentionInterval,
+	})
+	if err != nil {
+		httpLn.Close()
+		return err
+	}
+
+	api := httpapi.New(httpapi.Config{
+		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
+		DefaultSubscriptionMode: cfg.DefaultSubscriptionMode, Version: version,
+	})
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(httpLn) }()
+	log.Info("queen-node started", "node", cfg.NodeID, "http", cfg.HTTPAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
+
+	select {
+	case s := <-sigs:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-serveErr:
+		log.Error("http server stopped", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http shutdown", "err", err)
+	}
+	if err := node.Shutdown(); err != nil {
+		return fmt.Errorf("node shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,267 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"slices"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/leases"
+)
+
+// Ack statuses, normalised by the front ends.
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusRetry     = "retry"
+	StatusDLQ       = "dlq"
+)
+
+// Ack refusal texts (spec §4.4).
+const (
+	errMessageNotFound = "Message not found"
+	errInvalidLease    = "Invalid or expired lease"
+	errAlreadyAcked    = "Message already acknowledged"
+	defaultDLQError    = "Retries exhausted"
+)
+
+func applyAck(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+	return &fsmpb.AckResult{Items: c.acks(cmd.GetAck().Items, false, nil)}, true
+}
+
+// ackGroup is one (partition, group) touched by an ack command. The lease
+// it saw when the command started decides every item's fencing, so that a
+// batch is judged against the lease as it stood when the request arrived
+// (spec §4.4, §5.4): a failed item that releases the lease does not make
+// the later items of the same batch fail.
+type ackGroup struct {
+	qs       *queueState
+	ps       *partState
+	cs       *cursorState
+	group    string
+	preLease *fsmpb.Lease // live at the start of the command, else nil
+	// Decided at the command's first failed item, then held for the rest:
+	failedSeen bool
+	exhausted  bool // retries spent: failed items go to the DLQ
+	retrySpent bool // this command already spent the lease's one retry
+}
+
+// acks applies ack items and returns one result per item, in request order.
+// inTxn selects the transaction rules (addendum §4.5): a non-completed ack
+// of an already consumed message is refused instead of being a no-op, and
+// an ack without its own leaseId must be covered by one of required.
+func (c *applyCtx) acks(items []*fsmpb.AckItem, inTxn bool, required []string) []*fsmpb.AckItemResult {
+	results := make([]*fsmpb.AckItemResult, len(items))
+	type resolved struct {
+		i   int
+		pid string
+		grp string
+		seq uint64
+		ag  *ackGroup
+	}
+	var todo []resolved
+	groups := map[string]*ackGroup{}
+	for i, it := range items {
+		r := &fsmpb.AckItemResult{TransactionId: it.TransactionId}
+		results[i] = r
+		group := it.ConsumerGroup
+		if group == "" {
+			group = QueueModeGroup
+		}
+		ps := c.partitionByID(it.PartitionId)
+		var seq uint64
+		if ps != nil {
+			if v := c.tx.Get(bDedup, pidKey(ps.rec.Id, it.TransactionId)); v != nil {
+				seq = binary.BigEndian.Uint64(v[:8])
+			}
+		}
+		if seq == 0 {
+			r.Error, r.NotFound = errMessageNotFound, true
+			continue
+		}
+		r.Queue, r.Partition = ps.rec.Queue, ps.rec.Name
+		gk := string(pidKey(ps.rec.Id, group))
+		ag := groups[gk]
+		if ag == nil {
+			cs := c.cursor(ps.rec.Id, group)
+			ag = &ackGroup{qs: c.queue(ps.rec.Queue), ps: ps, cs: cs, group: group}
+			if leases.Live(cs.rec.Lease, c.now) {
+				ag.preLease = proto.Clone(cs.rec.Lease).(*fsmpb.Lease)
+			}
+			groups[gk] = ag
+		}
+		todo = append(todo, resolved{i: i, pid: string(ps.rec.Id), grp: group, seq: seq, ag: ag})
+	}
+	// Grouped by partition and group, each in message order (spec §4.4).
+	sort.SliceStable(todo, func(a, b int) bool {
+		x, y := todo[a], todo[b]
+		if x.pid != y.pid {
+			return x.pid < y.pid
+		}
+		if x.grp != y.grp {
+			return x.grp < y.grp
+		}
+		return x.seq < y.seq
+	})
+	for _, t := range todo {
+		c.ackOne(t.ag, items[t.i], t.seq, results[t.i], inTxn, required)
+	}
+	return results
+}
+
+func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.AckItemResult, inTxn bool, required []string) {
+	cur := ag.cs.rec
+	if seq <= cur.Consumed {
+		if inTxn && it.Status != StatusCompleted {
+			r.Error, r.LeaseRefused = errAlreadyAcked, true
+			return
+		}
+		// A retried ack of a consumed message is a success: the reply to the
+		// first one may have been lost (DESIGN.md, traps).
+		r.Success, r.Noop = true, true
+		return
+	}
+	lease := ag.preLease
+	var fenced bool
+	switch {
+	case it.LeaseId != "":
+		if lease == nil || lease.LeaseId != it.LeaseId || !leases.Covers(lease, seq) {
+			r.Error, r.LeaseRefused = errInvalidLease, true
+			return
+		}
+		fenced = true
+	case len(required) > 0:
+		if lease == nil || !slices.Contains(required, lease.LeaseId) || !leases.Covers(lease, seq) {
+			r.Error, r.LeaseRefused = errInvalidLease, true
+			return
+		}
+		fenced = true
+	default:
+		// No lease evidence (0.15 clients): act under the live lease when
+		// it covers the message, otherwise as an unleased ack.
+		fenced = leases.Covers(lease, seq)
+	}
+	// Unleased acks only ever act on the next message: anything further
+	// would skip messages nobody acked.
+	if !fenced && seq != cur.Consumed+1 {
+		r.Success = true
+		return
+	}
+	r.Success = true
+	// leaseHeld: the lease this ack was judged under is still in the record
+	// (a failed item earlier in this command may have released it).
+	leaseHeld := fenced && cur.Lease != nil && cur.Lease.LeaseId == lease.LeaseId
+	switch it.Status {
+	case StatusCompleted:
+		if fenced && !leaseHeld {
+			return // the run was given back by an earlier failure; it comes again
+		}
+		c.consume(ag, seq, r)
+	case StatusRetry:
+		if leaseHeld {
+			c.releaseLease(ag)
+			r.LeaseReleased = true
+		}
+		cur.RetryVisibleUs = 0
+		ag.cs.dirty = true
+		c.touch(ag.ps.rec.Queue)
+	case StatusFailed, StatusDLQ:
+		if !ag.failedSeen {
+			ag.failedSeen = true
+			ag.exhausted = int64(cur.RetryCount) >= ag.qs.rec.Options.GetRetryLimit()
+		}
+		if it.Status == StatusDLQ || ag.exhausted {
+			if fenced && !leaseHeld {
+				return
+			}
+			text := it.Error
+			if !it.HasError || text == "" {
+				text = defaultDLQError
+			}
+			c.deadLetter(ag, seq, text)
+			r.Dlq = true
+			c.consume(ag, seq, r)
+			cur.RetryCount = 0
+			ag.cs.dirty = true
+			return
+		}
+		if ag.retrySpent || (fenced && !leaseHeld) {
+			return // one retry per lease and command (spec §5.4)
+		}
+		// Give the partition back, spend one retry, and hold the lane for
+		// the backoff.
+		if leaseHeld {
+			c.releaseLease(ag)
+			r.LeaseReleased = true
+		}
+		ag.retrySpent = true
+		cur.RetryCount++
+		cur.RetryVisibleUs = c.now + leases.RetryDelayUs(ag.qs.rec.Options.GetRetryDelay(), cur.RetryCount, c.messageID(ag, seq))
+		ag.cs.dirty = true
+		c.touch(ag.ps.rec.Queue)
+	}
+}
+
+// consume marks seq done and releases the lease when its run is complete.
+func (c *applyCtx) consume(ag *ackGroup, seq uint64, r *fsmpb.AckItemResult) {
+	cur := ag.cs.rec
+	before := cur.Consumed
+	runDone := leases.MarkConsumed(cur, seq)
+	if cur.Consumed != before {
+		cur.RetryCount = 0 // the head moved on: its failures are history
+		cur.RetryVisibleUs = 0
+	}
+	if runDone {
+		c.releaseLease(ag)
+		r.LeaseReleased = true
+	}
+	ag.cs.dirty = true
+}
+
+func (c *applyCtx) releaseLease(ag *ackGroup) {
+	cur := ag.cs.rec
+	if cur.Lease == nil {
+		return
+	}
+	c.tx.Delete(bLeaseIndex, leaseIndexKey(cur.Lease.LeaseId, ag.ps.rec.Id, ag.group))
+	cur.Lease = nil
+	ag.cs.dirty = true
+	c.touch(ag.ps.rec.Queue)
+}
+
+func (c *applyCtx) messageID(ag *ackGroup, seq uint64) []byte {
+	if v := c.tx.Get(bMessages, messageKey(ag.ps.rec.Id, seq)); v != nil {
+		m := &fsmpb.MessageRecord{}
+		mustUnmarshal(v, m)
+		return m.Id
+	}
+	return nil
+}
+
+// deadLetter files seq under the group in the queue's dead-letter list,
+// copied from the message's own stored record in this same entry.
+func (c *applyCtx) deadLetter(ag *ackGroup, seq uint64, text string) {
+	m := &fsmpb.MessageRecord{}
+	if v := c.tx.Get(bMessages, messageKey(ag.ps.rec.Id, seq)); v != nil {
+		mustUnmarshal(v, m)
+	}
+	rec := &fsmpb.DLQRecord{
+		MessageId: m.Id, TransactionId: m.TransactionId, PartitionId: ag.ps.rec.Id,
+		Queue: ag.ps.rec.Queue, Partition: ag.ps.rec.Name, ConsumerGroup: ag.group,
+		Error: text, RetryCount: ag.cs.rec.RetryCount, Payload: m.Payload,
+		ProducerSub: m.ProducerSub, TraceId: m.TraceId, CreatedUs: m.CreatedUs,
+		FailedUs: c.now, Seq: seq,
+	}
+	c.addDeadLetter(ag.qs, rec)
+}
+
+func (c *applyCtx) addDeadLetter(qs *queueState, rec *fsmpb.DLQRecord) {
+	tk := timeKey(c.now, c.index, c.ordinal)
+	c.ordinal++
+	c.tx.Put(bDLQ, append(append([]byte(nil), qs.rec.Id...), tk...), mustMarshal(rec))
+	c.tx.Put(bDLQTime, tk, append([]byte(nil), qs.rec.Id...))
+	qs.rec.DlqCount++
+	qs.dirty = true
+}

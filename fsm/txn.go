@@ -1,0 +1,91 @@
+package fsm
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// Transaction refusal reasons (spec §4.5, addendum §4.5).
+const (
+	ReasonRejectedAck    = "rejected_ack"
+	ReasonDuplicate      = "duplicate"
+	ReasonKVPrecondition = "kv_precondition"
+	ReasonKVDisabled     = "kv_disabled"
+)
+
+// applyTransaction applies acks, pushes and KV operations as one change.
+// Checks run in the order acks, pushes, KV, and the first refusal decides
+// the reason; a refusal discards every write of the entry (invariant 3).
+func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+	in := cmd.GetTransaction()
+	res := &fsmpb.TxnResult{TransactionId: in.TransactionId}
+	results := make([]*fsmpb.TxnItemResult, len(in.Ops), len(in.Ops)+len(in.Kv))
+	refuse := func(reason, text string) (proto.Message, bool) {
+		return &fsmpb.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
+	}
+
+	// 1. Acks, judged together against the state before the transaction.
+	var ackItems []*fsmpb.AckItem
+	var ackAt []int
+	for i, op := range in.Ops {
+		if a := op.GetAck(); a != nil {
+			ackItems = append(ackItems, a)
+			ackAt = append(ackAt, i)
+		}
+	}
+	if len(ackItems) > 0 {
+		for j, r := range c.acks(ackItems, true, in.RequiredLeases) {
+			if !r.Success {
+				if r.NotFound {
+					return refuse(ReasonRejectedAck, "ACK operation failed: "+r.Error)
+				}
+				return refuse(ReasonRejectedAck, "ACK operation failed: "+r.Error+" ("+r.TransactionId+")")
+			}
+			results[ackAt[j]] = &fsmpb.TxnItemResult{
+				Type: "ack", Success: true, TransactionId: r.TransactionId, Dlq: r.Dlq, LeaseReleased: r.LeaseReleased,
+			}
+		}
+	}
+
+	// 2. Pushes. A transactionId already stored in its partition aborts the
+	// whole transaction; one repeated inside this transaction is stored once
+	// (addendum §4.6).
+	pushed := map[string]bool{}
+	for i, op := range in.Ops {
+		p := op.GetPush()
+		if p == nil {
+			continue
+		}
+		r := c.push(p)
+		key := string(pidKey(r.PartitionId, p.TransactionId))
+		if r.Status == fsmpb.PushItemResult_DUPLICATE && !pushed[key] {
+			return refuse(ReasonDuplicate, "duplicate transactionId "+p.TransactionId+" in queue "+p.Queue)
+		}
+		pushed[key] = true
+		results[i] = &fsmpb.TxnItemResult{
+			Type: "push", Success: true, TransactionId: p.TransactionId, MessageId: r.MessageId,
+			PartitionId: r.PartitionId, Queue: p.Queue, Offset: r.Offset,
+		}
+	}
+
+	// 3. KV, with required gates.
+	if len(in.Kv) > 0 {
+		kvres, failed := c.kvOps(in.Kv)
+		if failed >= 0 {
+			f := kvres[failed]
+			return &fsmpb.TxnResult{
+				TransactionId: in.TransactionId, Reason: ReasonKVPrecondition,
+				Error:       "kv precondition failed at index " + itoa(len(in.Ops)+failed) + ": " + f.Reason,
+				FailedIndex: int32(len(in.Ops) + failed), FailedKv: f,
+			}, false
+		}
+		for _, r := range kvres {
+			results = append(results, &fsmpb.TxnItemResult{Type: "kv", Success: true, Kv: r})
+		}
+	}
+	res.Success = true
+	res.Results = results
+	res.FailedIndex = -1
+	return res, true
+}

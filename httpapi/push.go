@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// parsePushItem validates one push item (spec §4.2, checked in this order)
+// and mints its message id, and its transactionId when none was given.
+func parsePushItem(o object) (*fsmpb.PushItem, error) {
+	q, ok := str(o["queue"])
+	if !ok {
+		return nil, bad("Queue must be a string")
+	}
+	if err := checkName("queue", q); err != nil {
+		return nil, err
+	}
+	it := &fsmpb.PushItem{Queue: q, Partition: "Default"}
+	if raw := o["partition"]; present(raw) {
+		p, ok := str(raw)
+		if !ok {
+			return nil, bad("Partition must be a string")
+		}
+		if err := checkName("partition", p); err != nil {
+			return nil, err
+		}
+		if p != "" {
+			it.Partition = p
+		}
+	}
+	if raw := o["transactionId"]; present(raw) {
+		t, ok := str(raw)
+		if !ok {
+			return nil, bad("TransactionId must be a string")
+		}
+		if len(t) > maxTxnIDBytes {
+			return nil, bad("TransactionId is too long")
+		}
+		it.TransactionId = t
+	}
+	if raw := o["traceId"]; present(raw) {
+		t, ok := str(raw)
+		if !ok {
+			return nil, bad("TraceId must be a string")
+		}
+		if _, err := uuid.Parse(t); err != nil || len(t) != 36 {
+			return nil, bad("TraceId must be a UUID")
+		}
+		it.TraceId = t
+	}
+	payload := o["payload"]
+	if payload == nil {
+		payload = o["data"]
+	}
+	if payload == nil {
+		payload = json.RawMessage("null")
+	}
+	it.Payload = []byte(payload)
+	mid, err := uuid.NewV7()
+	if err != nil {
+		mid = uuid.New()
+	}
+	it.MessageId = mid[:]
+	if it.TransactionId == "" {
+		it.TransactionId = uuid.NewString()
+	}
+	return it, nil
+}
+
+func parsePushItems(raw json.RawMessage) ([]*fsmpb.PushItem, error) {
+	elems, ok := array(raw)
+	if !ok {
+		return nil, bad("items array is required")
+	}
+	items := make([]*fsmpb.PushItem, 0, len(elems))
+	for _, e := range elems {
+		o, ok := asObject(e)
+		if !ok {
+			return nil, bad("Each item must be an object")
+		}
+		it, err := parsePushItem(o)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+type pushItemOut struct {
+	Index           int     `json:"index"`
+	Status          string  `json:"status"`
+	TransactionIDSn string  `json:"transaction_id"`
+	TransactionID   string  `json:"transactionId"`
+	MessageIDSn     *string `json:"message_id"`
+	MessageID       *string `json:"messageId"`
+	PartitionIDSn   *string `json:"partition_id"`
+	PartitionID     *string `json:"partitionId"`
+	TraceIDSn       *string `json:"trace_id"`
+	QueueName       string  `json:"queueName"`
+	Offset          *uint64 `json:"offset,omitempty"`
+	Error           *string `json:"error,omitempty"`
+}
+
+var pushStatus = map[fsmpb.PushItemResult_Status]string{
+	fsmpb.PushItemResult_QUEUED: "queued", fsmpb.PushItemResult_DUPLICATE: "duplicate",
+	fsmpb.PushItemResult_BUFFERED: "buffered", fsmpb.PushItemResult_FAILED: "failed",
+}
+
+func pushOut(i int, r *fsmpb.PushItemResult) pushItemOut {
+	mid, pid := uuidString(r.MessageId), uuidString(r.PartitionId)
+	out := pushItemOut{
+		Index: i, Status: pushStatus[r.Status], TransactionIDSn: r.TransactionId, TransactionID: r.TransactionId,
+		MessageIDSn: mid, MessageID: mid, PartitionIDSn: pid, PartitionID: pid,
+		TraceIDSn: nullable(r.TraceId), QueueName: r.Queue,
+	}
+	if r.Offset > 0 {
+		off := r.Offset
+		out.Offset = &off
+	}
+	if r.Status == fsmpb.PushItemResult_FAILED {
+		e := r.Error
+		out.Error = &e
+	}
+	return out
+}
+
+// push is POST /api/v1/push: one entry for the whole request.
+func (a *API) push(w http.ResponseWriter, r *http.Request) {
+	o, err := a.readObject(r)
+	if err != nil {
+		writeDecodeError(w, err)
+		return
+	}
+	items, err := parsePushItems(o["items"])
+	if err != nil {
+		writeDecodeError(w, err)
+		return
+	}
+	if len(items) == 0 {
+		writeJSON(w, http.StatusCreated, []pushItemOut{})
+		return
+	}
+	ctx, cancel := a.writeCtx(r)
+	defer cancel()
+	res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}})
+	if err != nil {
+		writeBackendError(w, err)
+		return
+	}
+	pr := res.(*fsmpb.PushResult)
+	out := make([]pushItemOut, len(pr.Items))
+	queued := 0
+	for i, it := range pr.Items {
+		out[i] = pushOut(i, it)
+		if it.Status == fsmpb.PushItemResult_QUEUED {
+			queued++
+		}
+	}
+	a.m.pushed.Add(float64(queued))
+	writeJSON(w, http.StatusCreated, out)
+}

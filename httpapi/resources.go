@@ -1,0 +1,182 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// readLevel: reads are linearizable unless the client asks for a stale read
+// with ?consistency=stale (DESIGN.md invariant 6).
+func readLevel(r *http.Request) cluster.ReadLevel {
+	if r.URL.Query().Get("consistency") == "stale" {
+		return cluster.Stale
+	}
+	return cluster.Linearizable
+}
+
+func statsOut(s fsm.PartitionStats) map[string]any {
+	return map[string]any{"total": s.Total, "pending": s.Pending, "processing": s.Processing,
+		"completed": s.Completed, "failed": s.Failed, "deadLetter": s.DeadLetter}
+}
+
+func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
+	var queues []map[string]any
+	type row struct {
+		created int64
+		name    string
+		out     map[string]any
+	}
+	var rows []row
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+		now := a.b.Now()
+		for _, q := range rd.Queues() {
+			var st fsm.PartitionStats
+			parts := rd.Partitions(q.Name)
+			for _, p := range parts {
+				st.Add(rd.Stats(p, now))
+			}
+			rows = append(rows, row{q.CreatedUs, q.Name, map[string]any{
+				"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
+				"createdAt": isoMillis(q.CreatedUs), "partitions": len(parts),
+				"messages": map[string]any{"total": st.Total, "pending": st.Pending, "processing": st.Processing},
+			}})
+		}
+		return nil
+	})
+	if err != nil {
+		writeBackendError(w, err)
+		return
+	}
+	sort.SliceStable(rows, func(i, j int) bool { // newest first
+		if rows[i].created != rows[j].created {
+			return rows[i].created > rows[j].created
+		}
+		return rows[i].name < rows[j].name
+	})
+	queues = make([]map[string]any, len(rows))
+	for i, rw := range rows {
+		queues[i] = rw.out
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": queues})
+}
+
+func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	var out map[string]any
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+		q := rd.Queue(name)
+		if q == nil {
+			return nil
+		}
+		now := a.b.Now()
+		var totals fsm.PartitionStats
+		parts := []map[string]any{}
+		for _, p := range rd.Partitions(name) {
+			st := rd.Stats(p, now)
+			totals.Add(st)
+			pm := map[string]any{"id": uuidString(p.Id), "name": p.Name, "createdAt": isoMillis(p.CreatedUs),
+				"stats": statsOut(st), "oldestMessage": nil, "newestMessage": nil}
+			if p.Count > 0 {
+				if m := rd.Message(p.Id, p.FirstSeq); m != nil {
+					pm["oldestMessage"] = isoMillis(m.CreatedUs)
+				}
+				pm["newestMessage"] = isoMillis(p.LastCreatedUs)
+			}
+			parts = append(parts, pm)
+		}
+		totals.DeadLetter = q.DlqCount
+		out = map[string]any{
+			"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
+			"createdAt": isoMillis(q.CreatedUs), "partitions": parts, "totals": statsOut(totals),
+			"options": optionsOut(fsm.OptionsOut(q.Options)),
+		}
+		return nil
+	})
+	if err != nil {
+		writeBackendError(w, err)
+		return
+	}
+	if out == nil {
+		writeError(w, http.StatusNotFound, "Queue not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) deleteQueue(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	if err := checkName("queue", name); err != nil {
+		writeDecodeError(w, err)
+		return
+	}
+	ctx, cancel := a.writeCtx(r)
+	defer cancel()
+	res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: name}}})
+	if err != nil {
+		writeBackendError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "queue": name, "existed": res.(*fsmpb.DeleteQueueResult).Existed})
+}
+
+// parseTime reads an ISO-8601 query value; 0 when absent or unreadable.
+func parseTime(v string) int64 {
+	if v == "" {
+		return 0
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UnixMicro()
+		}
+	}
+	return 0
+}
+
+func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := fsm.DLQFilter{
+		Queue: q.Get("queue"), ConsumerGroup: q.Get("consumerGroup"), Partition: q.Get("partition"),
+		FromUs: parseTime(q.Get("from")), ToUs: parseTime(q.Get("to")),
+		Limit: int(queryInt(r, "limit", 100)), Offset: int(queryInt(r, "offset", 0)),
+	}
+	if f.Limit <= 0 || f.Limit > 10000 {
+		f.Limit = 100
+	}
+	if f.Offset < 0 {
+		f.Offset = 0
+	}
+	var recs []*fsmpb.DLQRecord
+	var total int
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+		recs, total = rd.DeadLetters(f)
+		return nil
+	})
+	if err != nil {
+		writeBackendError(w, err)
+		return
+	}
+	msgs := make([]map[string]any, len(recs))
+	for i, d := range recs {
+		data := json.RawMessage(d.Payload)
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		msgs[i] = map[string]any{
+			"id": uuidString(d.MessageId), "transactionId": d.TransactionId, "partitionId": uuidString(d.PartitionId),
+			"queue": d.Queue, "partition": d.Partition, "consumerGroup": d.ConsumerGroup,
+			"errorMessage": d.Error, "retryCount": d.RetryCount, "data": data,
+			"producerSub": nullable(d.ProducerSub), "traceId": nullable(d.TraceId),
+			"createdAt": isoMillis(d.CreatedUs), "failedAt": isoMillis(d.FailedUs),
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"messages": msgs, "total": total, "limit": f.Limit, "offset": f.Offset,
+		"pagination": map[string]any{"limit": f.Limit, "offset": f.Offset},
+	})
+}

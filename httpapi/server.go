@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Backend is what the API needs from a node.
+type Backend interface {
+	Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error)
+	Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
+	Now() int64
+	Status() cluster.RaftStatus
+	ID() string
+	Ready() bool
+}
+
+// Config configures the API.
+type Config struct {
+	Backend  Backend
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // served at /metrics/prometheus; also where API metrics go
+	Gatherer prometheus.Gatherer  // what /metrics/prometheus serves; nil = Registry
+	// MaxBodyBytes bounds a request body; 0 = 16 MiB.
+	MaxBodyBytes int64
+	// DefaultSubscriptionMode is "new" (2.0, the default) or "all" (0.15).
+	DefaultSubscriptionMode string
+	// RequestTimeout bounds a write's wait for its entry; 0 = 10s.
+	RequestTimeout time.Duration
+	Version        string
+}
+
+// API is the HTTP handler.
+type API struct {
+	cfg     Config
+	b       Backend
+	log     *slog.Logger
+	mux     *http.ServeMux
+	m       *apiMetrics
+	started time.Time
+}
+
+// New builds the handler.
+func New(cfg Config) *API {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 16 << 20
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DefaultSubscriptionMode == "" {
+		cfg.DefaultSubscriptionMode = "new"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
+	a.m = newAPIMetrics(cfg.Registry)
+	a.routes()
+	return a
+}
+
+func (a *API) routes() {
+	h := a.mux.HandleFunc
+	h("GET /health", a.health)
+	h("GET /metrics", a.metricsJSON)
+	var g prometheus.Gatherer = a.cfg.Registry
+	if a.cfg.Gatherer != nil {
+		g = a.cfg.Gatherer
+	}
+	if g != nil {
+		a.mux.Handle("GET /metrics/prometheus", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
+	h("POST /api/v1/configure", a.configure)
+	h("POST /api/v1/push", a.push)
+	h("GET /api/v1/pop/queue/{queue}", a.popQueue)
+	h("GET /api/v1/pop/queue/{queue}/partition/{partition}", a.popPartition)
+	h("GET /api/v1/pop", a.popNamespace)
+	h("POST /api/v1/ack", a.ack)
+	h("POST /api/v1/ack/batch", a.ackBatch)
+	h("POST /api/v1/transaction", a.transaction)
+	h("POST /api/v1/lease/{leaseId}/extend", a.extendLease)
+	h("GET /api/v1/resources/queues", a.listQueues)
+	h("GET /api/v1/resources/queues/{queue}", a.getQueue)
+	h("DELETE /api/v1/resources/queues/{queue}", a.deleteQueue)
+	h("GET /api/v1/dlq", a.dlq)
+	h("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
+	})
+	h("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// ServeHTTP adds CORS headers, answers OPTIONS, and turns a handler panic
+// into a 500 instead of a dropped connection.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Access-Control-Allow-Origin", "*")
+	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+	hdr.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, Idempotency-Key")
+	hdr.Set("Access-Control-Max-Age", "86400")
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			a.log.Error("handler panicked", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			writeError(w, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	a.m.requests.Inc()
+	a.mux.ServeHTTP(w, r)
+}
+
+// writeCtx bounds a write by the request's context and the API's timeout.
+func (a *API) writeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+}

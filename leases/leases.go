@@ -1,0 +1,92 @@
+package leases
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"slices"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// Live reports whether l still holds its partition at entry time now (µs).
+// A lease is live strictly before its expiry: at expiresUs it has ended.
+func Live(l *fsmpb.Lease, now int64) bool {
+	return l != nil && l.LeaseId != "" && now < l.ExpiresUs
+}
+
+// Grant returns a lease over the delivered run first..last.
+func Grant(id string, now, expiresUs int64, first, last uint64) *fsmpb.Lease {
+	return &fsmpb.Lease{LeaseId: id, ExpiresUs: expiresUs, FirstSeq: first, LastSeq: last, ClaimedUs: now}
+}
+
+// Extend pushes a live lease's expiry to max(current, now+seconds). It
+// reports false, changing nothing, when the lease is not live.
+func Extend(l *fsmpb.Lease, now, seconds int64) bool {
+	if !Live(l, now) {
+		return false
+	}
+	l.ExpiresUs = max(l.ExpiresUs, now+seconds*1e6)
+	return true
+}
+
+// Covers reports whether seq was delivered under l.
+func Covers(l *fsmpb.Lease, seq uint64) bool {
+	return l != nil && seq >= l.FirstSeq && seq <= l.LastSeq
+}
+
+// MarkConsumed records that seq is done for the group (acked, or moved to
+// the dead-letter queue). The cursor advances over the contiguous prefix of
+// done messages only (spec §5.3); a seq done out of order waits in the
+// lease's acked list until the gap before it closes. A seq that is neither
+// next nor inside the lease's run is dropped: it will be delivered again.
+// It reports whether the whole delivered run is now consumed.
+func MarkConsumed(cur *fsmpb.CursorRecord, seq uint64) (runDone bool) {
+	l := cur.Lease
+	switch {
+	case seq <= cur.Consumed:
+	case seq == cur.Consumed+1:
+		cur.Consumed = seq
+		if l != nil {
+			// Absorb acks that were waiting for this gap.
+			for len(l.Acked) > 0 {
+				i := slices.Index(l.Acked, cur.Consumed+1)
+				if i < 0 {
+					break
+				}
+				cur.Consumed++
+				l.Acked = slices.Delete(l.Acked, i, i+1)
+			}
+			l.Acked = slices.DeleteFunc(l.Acked, func(s uint64) bool { return s <= cur.Consumed })
+		}
+	case Covers(l, seq):
+		if !slices.Contains(l.Acked, seq) {
+			l.Acked = append(l.Acked, seq)
+			slices.Sort(l.Acked)
+		}
+	}
+	return l != nil && cur.Consumed >= l.LastSeq
+}
+
+// RetryDelayUs is how long a message waits after the attempt-th failed
+// delivery (attempt >= 1): retryDelay doubled per attempt, capped at
+// max(retryDelay, 5 minutes), plus up to 25% jitter. The jitter is a hash of
+// the message id and the attempt, never a random draw, so every replica
+// computes the same instant.
+func RetryDelayUs(retryDelayMs int64, attempt uint32, messageID []byte) int64 {
+	if retryDelayMs <= 0 {
+		return 0
+	}
+	base := retryDelayMs * 1000
+	limit := max(base, 300*1e6)
+	d := base
+	for i := uint32(1); i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	h := fnv.New64a()
+	h.Write(messageID)
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], attempt)
+	h.Write(a[:])
+	return d + int64(h.Sum64()%uint64(d/4+1))
+}

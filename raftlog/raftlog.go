@@ -1,0 +1,159 @@
+package raftlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Config says where the Raft files live and how the transport listens.
+type Config struct {
+	Dir           string // holds raft.db and snapshots/
+	BindAddr      string // host:port the transport listens on
+	AdvertiseAddr string // host:port other nodes dial; "" = BindAddr
+	Logger        hclog.Logger
+	// MaxPool is the transport's connection pool per peer; 0 = 4.
+	MaxPool int
+	// Timeout is the transport's I/O deadline; 0 = 10s.
+	Timeout time.Duration
+	// SnapshotsRetained; 0 = 2.
+	SnapshotsRetained int
+}
+
+// Stores are the opened parts.
+type Stores struct {
+	Log       raft.LogStore
+	Stable    raft.StableStore
+	Snapshots raft.SnapshotStore
+	Transport *raft.NetworkTransport
+	bolt      *raftboltdb.BoltStore
+}
+
+// Open opens (creating) the log, stable store, snapshot store and transport.
+func Open(cfg Config) (*Stores, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("raftlog: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	bs, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.Dir, "raft.db"),
+		BoltOptions: &bolt.Options{
+			Timeout:        5 * time.Second,
+			NoFreelistSync: true,
+			FreelistType:   bolt.FreelistMapType,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftlog: open log: %w", err)
+	}
+	logs, err := raft.NewLogCache(1024, bs)
+	if err != nil {
+		bs.Close()
+		return nil, fmt.Errorf("raftlog: log cache: %w", err)
+	}
+	retain := cfg.SnapshotsRetained
+	if retain == 0 {
+		retain = 2
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retain, logger.Named("snapshot"))
+	if err != nil {
+		bs.Close()
+		return nil, fmt.Errorf("raftlog: snapshots: %w", err)
+	}
+	adv := cfg.AdvertiseAddr
+	if adv == "" {
+		adv = cfg.BindAddr
+	}
+	advAddr, err := net.ResolveTCPAddr("tcp", adv)
+	if err != nil {
+		bs.Close()
+		return nil, fmt.Errorf("raftlog: advertise address %q: %w", adv, err)
+	}
+	pool := cfg.MaxPool
+	if pool == 0 {
+		pool = 4
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, advAddr, pool, timeout, logger.Named("transport"))
+	if err != nil {
+		bs.Close()
+		return nil, fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err)
+	}
+	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: trans, bolt: bs}, nil
+}
+
+// Close closes the transport and the log file.
+func (s *Stores) Close() error {
+	return errors.Join(s.Transport.Close(), s.bolt.Close())
+}
+
+// HasState reports whether this node has Raft state from an earlier run.
+func (s *Stores) HasState() (bool, error) {
+	return raft.HasExistingState(s.Log, s.Stable, s.Snapshots)
+}
+
+// LatestSnapshot opens the newest snapshot, if any. The caller closes it.
+func (s *Stores) LatestSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
+	list, err := s.Snapshots.List()
+	if err != nil || len(list) == 0 {
+		return nil, nil, err
+	}
+	return s.Snapshots.Open(list[0].ID)
+}
+
+// Tuning holds the knobs of raft.Config the node sets; zero fields keep the
+// defaults below.
+type Tuning struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+}
+
+// RaftConfig builds the node's raft.Config. Group commit comes from
+// BatchApplyCh with a large MaxAppendEntries: concurrent Apply calls share
+// one log write, one fsync and one FSM batch.
+func RaftConfig(id string, t Tuning, logger hclog.Logger) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(id)
+	c.Logger = logger
+	c.MaxAppendEntries = 512
+	c.BatchApplyCh = true
+	c.NoSnapshotRestoreOnStart = true // the FSM's own file is durable; see fsm/DESIGN.md
+	c.SnapshotThreshold = 16384
+	c.SnapshotInterval = 60 * time.Second
+	c.TrailingLogs = 10240
+	set := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	set(&c.HeartbeatTimeout, t.HeartbeatTimeout)
+	set(&c.ElectionTimeout, t.ElectionTimeout)
+	set(&c.LeaderLeaseTimeout, t.LeaderLeaseTimeout)
+	set(&c.SnapshotInterval, t.SnapshotInterval)
+	if t.SnapshotThreshold > 0 {
+		c.SnapshotThreshold = t.SnapshotThreshold
+	}
+	if t.TrailingLogs > 0 {
+		c.TrailingLogs = t.TrailingLogs
+	}
+	return c
+}

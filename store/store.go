@@ -1,0 +1,231 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names a flat bucket of the state file.
+type Bucket []byte
+
+// Errors returned by the store.
+var (
+	// ErrClosed is returned by any call after Close.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Options configure Open. The zero value is a durable store.
+type Options struct {
+	// NoSync skips fsync on commit. Only tests that throw the file away use it.
+	NoSync bool
+	// InitialMmapSize sizes the first mapping; a larger one avoids remaps,
+	// which wait for every open read transaction. 0 means 1 GiB.
+	InitialMmapSize int
+}
+
+// DB is the state file. Reads run concurrently with one writer; Restore swaps
+// the file under an exclusive lock.
+type DB struct {
+	mu      sync.RWMutex // shared by View/Update, exclusive for Restore and Close
+	bolt    *bolt.DB
+	path    string
+	opts    Options
+	buckets []Bucket
+}
+
+// Open opens (creating if needed) the state file at path and makes sure every
+// bucket exists.
+func Open(path string, buckets []Bucket, opts Options) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	db := &DB{path: path, opts: opts, buckets: buckets}
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) open() error {
+	mmap := db.opts.InitialMmapSize
+	if mmap == 0 {
+		mmap = 1 << 30
+	}
+	b, err := bolt.Open(db.path, 0o600, &bolt.Options{
+		Timeout:         5 * time.Second,
+		NoSync:          db.opts.NoSync,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: mmap,
+	})
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", db.path, err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		for _, name := range db.buckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Close()
+		return fmt.Errorf("store: create buckets: %w", err)
+	}
+	db.bolt = b
+	return nil
+}
+
+// Path is the file's location.
+func (db *DB) Path() string { return db.path }
+
+// Close closes the file.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.bolt == nil {
+		return nil
+	}
+	err := db.bolt.Close()
+	db.bolt = nil
+	return err
+}
+
+// View runs fn in a read-only transaction: a consistent view as of the last
+// committed batch.
+func (db *DB) View(fn func(r Reader) error) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.bolt == nil {
+		return ErrClosed
+	}
+	return db.bolt.View(func(tx *bolt.Tx) error { return fn(readTx{tx}) })
+}
+
+// Update runs fn in the single write transaction and commits it (with fsync
+// unless NoSync). fn builds one Tx per command with Begin.
+func (db *DB) Update(fn func(b *Batch) error) error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.bolt == nil {
+		return ErrClosed
+	}
+	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Batch{tx: tx}) })
+}
+
+// Snapshot is a consistent copy of the file being written out.
+type Snapshot struct {
+	db *DB
+	tx *bolt.Tx
+}
+
+// BeginSnapshot opens a read transaction that pins the current state; the
+// caller must call Release. Writes continue meanwhile.
+func (db *DB) BeginSnapshot() (*Snapshot, error) {
+	db.mu.RLock()
+	if db.bolt == nil {
+		db.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	tx, err := db.bolt.Begin(false)
+	if err != nil {
+		db.mu.RUnlock()
+		return nil, err
+	}
+	return &Snapshot{db: db, tx: tx}, nil
+}
+
+// WriteTo streams the pinned state as a bbolt file image.
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.tx.WriteTo(w) }
+
+// Reader reads the pinned state.
+func (s *Snapshot) Reader() Reader { return readTx{s.tx} }
+
+// Release ends the snapshot.
+func (s *Snapshot) Release() {
+	if s.tx != nil {
+		s.tx.Rollback()
+		s.tx = nil
+		s.db.mu.RUnlock()
+	}
+}
+
+// Restore replaces the state with the bbolt image read from r. The image is
+// written and synced beside the file, then swapped in under the exclusive
+// lock: readers see the old state or the new one.
+func (db *DB) Restore(r io.Reader) error {
+	tmp := db.path + ".restore"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("store: restore: copy: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("store: restore: sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("store: restore: %w", err)
+	}
+	// Check the image opens before giving up the current state.
+	probe, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("store: restore: image does not open: %w", err)
+	}
+	probe.Close()
+
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.bolt != nil {
+		if err := db.bolt.Close(); err != nil {
+			return fmt.Errorf("store: restore: close: %w", err)
+		}
+		db.bolt = nil
+	}
+	if err := os.Rename(tmp, db.path); err != nil {
+		return fmt.Errorf("store: restore: rename: %w", err)
+	}
+	if err := syncDir(filepath.Dir(db.path)); err != nil {
+		return err
+	}
+	return db.open()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("store: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("store: sync dir: %w", err)
+	}
+	return nil
+}
+
+// Size is the file's current size in bytes.
+func (db *DB) Size() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.bolt == nil {
+		return 0
+	}
+	var n int64
+	_ = db.bolt.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
+	return n
+}
