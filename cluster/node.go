@@ -183,17 +183,29 @@ func (n *Node) onApplied(index uint64, ch fsm.Changes) {
 	n.appliedMu.Unlock()
 }
 
-// waitApplied blocks until the FSM has applied index, or ctx ends.
+// waitApplied blocks until this node has applied index, or ctx ends. It
+// compares with Raft's applied index, which also counts the entries the FSM
+// never sees (no-ops, barriers), and wakes on every applied batch, with a
+// short tick for the entries that wake nothing.
 func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	var tick *time.Ticker
 	for {
 		n.appliedMu.Lock()
 		ch := n.appliedCh
 		n.appliedMu.Unlock()
-		if n.fsm.AppliedIndex() >= index {
+		if n.raft.AppliedIndex() >= index {
+			if tick != nil {
+				tick.Stop()
+			}
 			return nil
+		}
+		if tick == nil {
+			tick = time.NewTicker(2 * time.Millisecond)
+			defer tick.Stop()
 		}
 		select {
 		case <-ch:
+		case <-tick.C:
 		case <-ctx.Done():
 			return ErrTimeout
 		case <-n.stop:

@@ -99,6 +99,10 @@ func (a *API) routes() {
 	h("GET /api/v1/resources/queues/{queue}", a.getQueue)
 	h("DELETE /api/v1/resources/queues/{queue}", a.deleteQueue)
 	h("GET /api/v1/dlq", a.dlq)
+	h("POST /api/v1/kv", a.kvBatch)
+	h("GET /api/v1/kv/{ns}/{key...}", a.kvGet)
+	h("PUT /api/v1/kv/{ns}/{key...}", a.kvPut)
+	h("DELETE /api/v1/kv/{ns}/{key...}", a.kvDelete)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
 	})
