@@ -92,15 +92,15 @@ func parseAckItem(o object, batch bool) (*fsmpb.AckItem, bool, error) {
 }
 
 type ackItemOut struct {
-	Index          int     `json:"index"`
-	TransactionID  string  `json:"transactionId"`
-	Success        bool    `json:"success"`
-	Error          *string `json:"error"`
-	QueueName      *string `json:"queueName"`
-	PartitionName  *string `json:"partitionName"`
-	LeaseReleased  bool    `json:"leaseReleased"`
-	DLQ            bool    `json:"dlq"`
-	Noop           bool    `json:"noop"`
+	Index         int     `json:"index"`
+	TransactionID string  `json:"transactionId"`
+	Success       bool    `json:"success"`
+	Error         *string `json:"error"`
+	QueueName     *string `json:"queueName"`
+	PartitionName *string `json:"partitionName"`
+	LeaseReleased bool    `json:"leaseReleased"`
+	DLQ           bool    `json:"dlq"`
+	Noop          bool    `json:"noop"`
 }
 
 func ackOut(i int, r *fsmpb.AckItemResult) ackItemOut {

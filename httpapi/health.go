@@ -43,7 +43,7 @@ func (a *API) metricsJSON(w http.ResponseWriter, r *http.Request) {
 		"database": map[string]any{"poolSize": 0, "idleConnections": 0, "waitingRequests": 0},
 		"memory": map[string]any{"heapAlloc": ms.HeapAlloc, "heapSys": ms.HeapSys, "sys": ms.Sys,
 			"numGC": ms.NumGC, "goroutines": runtime.NumGoroutine()},
-		"cpu": map[string]any{"cores": runtime.NumCPU()},
+		"cpu":  map[string]any{"cores": runtime.NumCPU()},
 		"raft": a.b.Status(),
 	})
 }

@@ -274,8 +274,8 @@ func (c *mergedCursor) seekBackward(k []byte, strict bool) ([]byte, []byte) {
 	}
 }
 
-func (c *mergedCursor) First() ([]byte, []byte)       { return c.seekForward([]byte{}) }
-func (c *mergedCursor) Last() ([]byte, []byte)        { return c.seekBackward(nil, false) }
+func (c *mergedCursor) First() ([]byte, []byte)        { return c.seekForward([]byte{}) }
+func (c *mergedCursor) Last() ([]byte, []byte)         { return c.seekBackward(nil, false) }
 func (c *mergedCursor) Seek(k []byte) ([]byte, []byte) { return c.seekForward(k) }
 
 func (c *mergedCursor) Next() ([]byte, []byte) {
