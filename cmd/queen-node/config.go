@@ -25,6 +25,8 @@ type config struct {
 	DefaultSubscriptionMode string
 	MaxBodyBytes            int64
 	RetentionInterval       time.Duration
+	SnapshotThreshold       uint64
+	SnapshotInterval        time.Duration
 	LogLevel                string
 }
 
@@ -82,6 +84,22 @@ var flagTable = []flagSpec{
 			return errors.New("must be an integer >= 10")
 		}
 		c.RetentionInterval = time.Duration(n) * time.Millisecond
+		return nil
+	}},
+	{"snapshot-threshold", "16384", "log entries between snapshots", func(c *config, v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n < 1 {
+			return errors.New("must be an integer >= 1")
+		}
+		c.SnapshotThreshold = n
+		return nil
+	}},
+	{"snapshot-interval", "60s", "how often to check whether a snapshot is due", func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 10*time.Millisecond {
+			return errors.New("must be a duration >= 10ms")
+		}
+		c.SnapshotInterval = d
 		return nil
 	}},
 	{"log-level", "info", "debug | info | warn | error", str(func(c *config) *string { return &c.LogLevel })},

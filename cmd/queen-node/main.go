@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,12 +20,16 @@ import (
 
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/httpapi"
+	"github.com/queen-node/queen-node/raftlog"
 )
 
 var version = "0.1.0-dev"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
 		fmt.Fprintln(os.Stderr, "queen-node:", err)
 		os.Exit(1)
 	}
@@ -54,6 +59,7 @@ func run(args []string) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr,
 		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
 		SweepInterval: cfg.RetentionInterval,
+		Tuning:        raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
 		httpLn.Close()
