@@ -114,12 +114,24 @@ func (c *applyCtx) acks(items []*fsmpb.AckItem, inTxn bool, required []string) [
 func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.AckItemResult, inTxn bool, required []string) {
 	cur := ag.cs.rec
 	if seq <= cur.Consumed {
+		// Already consumed. A fenced ack must name a lease that held it (the
+		// live one or a recently released one): a worker whose lease ran out
+		// and whose message another worker has since acked is refused, so a
+		// late commit cannot write its marker (seed 000). A retried ack under
+		// the lease that consumed it is a success: the reply to the first one
+		// may have been lost (DESIGN.md, traps).
+		if it.LeaseId != "" && !heldBy(cur, it.LeaseId) {
+			r.Error, r.LeaseRefused = errInvalidLease, true
+			return
+		}
+		if it.LeaseId == "" && len(required) > 0 && !slices.ContainsFunc(required, func(id string) bool { return heldBy(cur, id) }) {
+			r.Error, r.LeaseRefused = errInvalidLease, true
+			return
+		}
 		if inTxn && it.Status != StatusCompleted {
 			r.Error, r.LeaseRefused = errAlreadyAcked, true
 			return
 		}
-		// A retried ack of a consumed message is a success: the reply to the
-		// first one may have been lost (DESIGN.md, traps).
 		r.Success, r.Noop = true, true
 		return
 	}
@@ -226,6 +238,10 @@ func (c *applyCtx) releaseLease(ag *ackGroup) {
 		return
 	}
 	c.tx.Delete(bLeaseIndex, leaseIndexKey(cur.Lease.LeaseId, ag.ps.rec.Id, ag.group))
+	cur.RecentLeases = append(cur.RecentLeases, cur.Lease.LeaseId)
+	if n := len(cur.RecentLeases); n > maxRecentLeases {
+		cur.RecentLeases = append([]string(nil), cur.RecentLeases[n-maxRecentLeases:]...)
+	}
 	cur.Lease = nil
 	ag.cs.dirty = true
 	c.touch(ag.ps.rec.Queue)
@@ -264,4 +280,12 @@ func (c *applyCtx) addDeadLetter(qs *queueState, rec *fsmpb.DLQRecord) {
 	c.tx.Put(bDLQTime, tk, append([]byte(nil), qs.rec.Id...))
 	qs.rec.DlqCount++
 	qs.dirty = true
+}
+
+const maxRecentLeases = 4
+
+// heldBy reports whether leaseID is the cursor's lease or one it released
+// recently.
+func heldBy(cur *fsmpb.CursorRecord, leaseID string) bool {
+	return (cur.Lease != nil && cur.Lease.LeaseId == leaseID) || slices.Contains(cur.RecentLeases, leaseID)
 }

@@ -608,8 +608,12 @@ type CursorRecord struct {
 	RetryCount     uint32                 `protobuf:"varint,2,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`               // failed leases of the current head (spec §5.4)
 	RetryVisibleUs int64                  `protobuf:"varint,3,opt,name=retry_visible_us,json=retryVisibleUs,proto3" json:"retry_visible_us,omitempty"` // after a failed ack: not deliverable before this
 	Lease          *Lease                 `protobuf:"bytes,4,opt,name=lease,proto3" json:"lease,omitempty"`                                            // absent when no lease was ever taken or it was released
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The last few leases released here, newest last: a retried ack under a
+	// lease that already completed its run is answered as the no-op it is,
+	// while an ack under any other stale lease is refused.
+	RecentLeases  []string `protobuf:"bytes,5,rep,name=recent_leases,json=recentLeases,proto3" json:"recent_leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CursorRecord) Reset() {
@@ -666,6 +670,13 @@ func (x *CursorRecord) GetRetryVisibleUs() int64 {
 func (x *CursorRecord) GetLease() *Lease {
 	if x != nil {
 		return x.Lease
+	}
+	return nil
+}
+
+func (x *CursorRecord) GetRecentLeases() []string {
+	if x != nil {
+		return x.RecentLeases
 	}
 	return nil
 }
@@ -1036,13 +1047,14 @@ const file_records_proto_rawDesc = "" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x14\n" +
 	"\x05acked\x18\x05 \x03(\x04R\x05acked\x12\x1d\n" +
 	"\n" +
-	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xa0\x01\n" +
+	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xc5\x01\n" +
 	"\fCursorRecord\x12\x1a\n" +
 	"\bconsumed\x18\x01 \x01(\x04R\bconsumed\x12\x1f\n" +
 	"\vretry_count\x18\x02 \x01(\rR\n" +
 	"retryCount\x12(\n" +
 	"\x10retry_visible_us\x18\x03 \x01(\x03R\x0eretryVisibleUs\x12)\n" +
-	"\x05lease\x18\x04 \x01(\v2\x13.queen.fsm.v1.LeaseR\x05lease\"\xaf\x01\n" +
+	"\x05lease\x18\x04 \x01(\v2\x13.queen.fsm.v1.LeaseR\x05lease\x12#\n" +
+	"\rrecent_leases\x18\x05 \x03(\tR\frecentLeases\"\xaf\x01\n" +
 	"\vGroupRecord\x122\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x1e.queen.fsm.v1.GroupRecord.ModeR\x04mode\x12\x17\n" +
 	"\afrom_us\x18\x02 \x01(\x03R\x06fromUs\x12\x1d\n" +

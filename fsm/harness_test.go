@@ -1,0 +1,195 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/store"
+)
+
+// harness drives an FSM directly with encoded entries, as Raft would, and
+// records them so they can be replayed.
+type harness struct {
+	t     *testing.T
+	f     *FSM
+	db    *store.DB
+	index uint64
+	now   int64
+	log   []*raft.Log
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "fsm.db"), Buckets, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	f, err := New(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, f: f, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()}
+}
+
+func (h *harness) advance(d time.Duration) { h.now += d.Microseconds() }
+
+func (h *harness) entry(cmd *fsmpb.Command) *raft.Log {
+	cmd.StampUs = h.now
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.index++
+	l := &raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: data}
+	h.log = append(h.log, l)
+	return l
+}
+
+func (h *harness) apply(cmd *fsmpb.Command) proto.Message {
+	h.t.Helper()
+	res := h.f.Apply(h.entry(cmd))
+	if r, ok := res.(*fsmpb.Response); ok && r.InternalError != "" {
+		h.t.Fatalf("internal error: %s", r.InternalError)
+	}
+	return res.(proto.Message)
+}
+
+func newMsgID() []byte { id := uuid.Must(uuid.NewV7()); return id[:] }
+
+func item(queue, partition, txn string) *fsmpb.PushItem {
+	if partition == "" {
+		partition = defaultPartition
+	}
+	return &fsmpb.PushItem{Queue: queue, Partition: partition, TransactionId: txn,
+		Payload: []byte(fmt.Sprintf(`{"txn":%q}`, txn)), MessageId: newMsgID()}
+}
+
+func (h *harness) push(items ...*fsmpb.PushItem) []*fsmpb.PushItemResult {
+	h.t.Helper()
+	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}}).(*fsmpb.PushResult).Items
+}
+
+func (h *harness) configure(queue string, o *fsmpb.QueueOptions) *fsmpb.ConfigureResult {
+	h.t.Helper()
+	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: &fsmpb.Configure{Queue: queue, Options: o}}}).(*fsmpb.ConfigureResult)
+}
+
+type popOpt func(*fsmpb.Pop)
+
+func group(g string) popOpt      { return func(p *fsmpb.Pop) { p.ConsumerGroup = g } }
+func batch(n uint32) popOpt      { return func(p *fsmpb.Pop) { p.Batch = n } }
+func partitions(n uint32) popOpt { return func(p *fsmpb.Pop) { p.Partitions = n } }
+func fromAll() popOpt            { return func(p *fsmpb.Pop) { p.Subscription = fsmpb.Pop_DEFAULT_ALL } }
+func fromNew() popOpt            { return func(p *fsmpb.Pop) { p.Subscription = fsmpb.Pop_NEW } }
+func autoAck() popOpt            { return func(p *fsmpb.Pop) { p.AutoAck = true } }
+func onPartition(n string) popOpt {
+	return func(p *fsmpb.Pop) { p.Partition, p.HasPartition = n, true }
+}
+func fromTime(us int64) popOpt {
+	return func(p *fsmpb.Pop) { p.Subscription, p.SubscriptionFromUs = fsmpb.Pop_FROM, us }
+}
+
+func (h *harness) pop(queue string, opts ...popOpt) *fsmpb.PopResult {
+	h.t.Helper()
+	p := &fsmpb.Pop{Queue: queue, Batch: 1, Partitions: 1, LeaseId: uuid.NewString()}
+	for _, o := range opts {
+		o(p)
+	}
+	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: p}}).(*fsmpb.PopResult)
+}
+
+// txns returns the transactionIds of a pop, in order.
+func (h *harness) txns(pr *fsmpb.PopResult) []string {
+	h.t.Helper()
+	var out []string
+	h.read(func(r *Reader) {
+		for _, m := range pr.Messages {
+			if rec := r.Message(m.PartitionId, m.Seq); rec != nil {
+				out = append(out, rec.TransactionId)
+			} else {
+				out = append(out, "(deleted)")
+			}
+		}
+	})
+	return out
+}
+
+func (h *harness) read(fn func(r *Reader)) {
+	h.t.Helper()
+	if err := h.f.Read(func(r *Reader) error { fn(r); return nil }); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// ackOf builds an ack item for the i-th message of a pop.
+func (h *harness) ackOf(pr *fsmpb.PopResult, i int, status string) *fsmpb.AckItem {
+	h.t.Helper()
+	m := pr.Messages[i]
+	return &fsmpb.AckItem{TransactionId: h.txns(pr)[i], PartitionId: m.PartitionId,
+		ConsumerGroup: groupArg(pr.ConsumerGroup), LeaseId: pr.LeaseId, Status: status}
+}
+
+func groupArg(g string) string {
+	if g == QueueModeGroup {
+		return ""
+	}
+	return g
+}
+
+func (h *harness) ack(items ...*fsmpb.AckItem) []*fsmpb.AckItemResult {
+	h.t.Helper()
+	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: items}}}).(*fsmpb.AckResult).Items
+}
+
+// ackAll acks every message of a pop as completed in one entry.
+func (h *harness) ackAll(pr *fsmpb.PopResult, status string) []*fsmpb.AckItemResult {
+	h.t.Helper()
+	var items []*fsmpb.AckItem
+	for i := range pr.Messages {
+		items = append(items, h.ackOf(pr, i, status))
+	}
+	return h.ack(items...)
+}
+
+// stateHash digests every bucket of the state file.
+func stateHash(t *testing.T, db *store.DB) string {
+	t.Helper()
+	sum := sha256.New()
+	err := db.View(func(r store.Reader) error {
+		for _, b := range Buckets {
+			c := r.Cursor(b)
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				fmt.Fprintf(sum, "%s|%x|%x\n", b, k, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(sum.Sum(nil))
+}
+
+func eq[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func eqList(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}

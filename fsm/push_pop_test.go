@@ -1,0 +1,281 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+func TestPushCreatesQueueAndDedupsPerPartition(t *testing.T) {
+	h := newHarness(t)
+	r := h.push(item("orders", "p1", "t1"), item("orders", "p1", "t1"), item("orders", "p2", "t1"))
+	eq(t, "first", r[0].Status, fsmpb.PushItemResult_QUEUED)
+	// Repeated inside one request: duplicate with the first one's id.
+	eq(t, "second", r[1].Status, fsmpb.PushItemResult_DUPLICATE)
+	eq(t, "dup id", string(r[1].MessageId), string(r[0].MessageId))
+	// Another partition: a new message.
+	eq(t, "other partition", r[2].Status, fsmpb.PushItemResult_QUEUED)
+	// A later entry: still a duplicate, with the original id.
+	again := h.push(item("orders", "p1", "t1"))
+	eq(t, "later dup", again[0].Status, fsmpb.PushItemResult_DUPLICATE)
+	eq(t, "later dup id", string(again[0].MessageId), string(r[0].MessageId))
+	h.read(func(rd *Reader) {
+		q := rd.Queue("orders")
+		if q == nil {
+			t.Fatal("queue not created")
+		}
+		eq(t, "namespace", q.Namespace, "orders")
+		eq(t, "partitions", len(rd.Partitions("orders")), 2)
+	})
+}
+
+func TestImplicitQueueNamespaceAndTask(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("billing.invoice.v2", "", "a"))
+	h.read(func(rd *Reader) {
+		q := rd.Queue("billing.invoice.v2")
+		eq(t, "namespace", q.Namespace, "billing")
+		eq(t, "task", q.Task, "invoice.v2")
+	})
+}
+
+func TestPopFIFOAndLeaseIsExclusivePerPartitionAndGroup(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 5; i++ {
+		h.push(item("q", "", fmt.Sprint("m", i)))
+	}
+	a := h.pop("q", batch(2))
+	eqList(t, "first pop", h.txns(a), []string{"m0", "m1"})
+	// The partition is leased: another consumer of the same group gets nothing.
+	b := h.pop("q", batch(2))
+	eq(t, "held lease", len(b.Messages), 0)
+	// Another group is independent (fan-out).
+	g := h.pop("q", group("other"), fromAll(), batch(10))
+	eqList(t, "other group", h.txns(g), []string{"m0", "m1", "m2", "m3", "m4"})
+	// Acking the whole delivered run releases the lease; delivery continues in order.
+	res := h.ackAll(a, StatusCompleted)
+	eq(t, "second ack releases", res[1].LeaseReleased, true)
+	c := h.pop("q", batch(10))
+	eqList(t, "after ack", h.txns(c), []string{"m2", "m3", "m4"})
+}
+
+func TestBatchIsAGlobalCapAcrossPartitions(t *testing.T) {
+	h := newHarness(t)
+	for p := 0; p < 5; p++ {
+		for i := 0; i < 100; i++ {
+			h.push(item("q", fmt.Sprint("p", p), fmt.Sprint(p, "-", i)))
+		}
+	}
+	r := h.pop("q", batch(10), partitions(5))
+	eq(t, "messages", len(r.Messages), 10)
+	// Without partitions: one partition only.
+	h2 := newHarness(t)
+	for p := 0; p < 4; p++ {
+		for i := 0; i < 5; i++ {
+			h2.push(item("q", fmt.Sprint("p", p), fmt.Sprint(p, "-", i)))
+		}
+	}
+	r2 := h2.pop("q", batch(100))
+	eq(t, "single partition", len(r2.Messages), 5)
+}
+
+func TestMultiPartitionPopSharesOneLeaseAndReleasesPerPartition(t *testing.T) {
+	h := newHarness(t)
+	for p := 0; p < 3; p++ {
+		for i := 0; i < 2; i++ {
+			h.push(item("q", fmt.Sprint("p", p), fmt.Sprint(p, "-", i)))
+		}
+	}
+	r := h.pop("q", batch(100), partitions(3))
+	eq(t, "messages", len(r.Messages), 6)
+	eq(t, "partitions claimed", r.PartitionsClaimed, uint32(3))
+	pids := map[string]bool{}
+	for _, m := range r.Messages {
+		pids[string(m.PartitionId)] = true
+	}
+	eq(t, "distinct partitions", len(pids), 3)
+	// One extend extends every partition it holds.
+	ext := h.apply(&fsmpb.Command{Body: &fsmpb.Command_ExtendLease{ExtendLease: &fsmpb.ExtendLease{LeaseId: r.LeaseId, Seconds: 600}}}).(*fsmpb.ExtendResult)
+	eq(t, "extend", ext.Success, true)
+	released := 0
+	for _, a := range h.ackAll(r, StatusCompleted) {
+		eq(t, "ack", a.Success, true)
+		if a.LeaseReleased {
+			released++
+		}
+	}
+	eq(t, "each partition released its own lease", released, 3)
+}
+
+func TestLeaseExpiryRedeliversWithoutSpendingARetry(t *testing.T) {
+	h := newHarness(t)
+	h.configure("q", &fsmpb.QueueOptions{LeaseTime: ptr(int64(1))})
+	h.push(item("q", "", "a"))
+	first := h.pop("q")
+	eq(t, "first", len(first.Messages), 1)
+	h.advance(2 * time.Second)
+	second := h.pop("q")
+	eqList(t, "redelivered", h.txns(second), []string{"a"})
+	eq(t, "retryCount", second.Messages[0].RetryCount, uint32(0))
+	// The old lease is fenced off.
+	res := h.ack(h.ackOf(first, 0, StatusCompleted))
+	eq(t, "stale ack", res[0].Success, false)
+	eq(t, "stale ack error", res[0].Error, "Invalid or expired lease")
+	res = h.ack(h.ackOf(second, 0, StatusCompleted))
+	eq(t, "live ack", res[0].Success, true)
+	// A retried ack of an acked message is a success (lost reply).
+	res = h.ack(h.ackOf(second, 0, StatusCompleted))
+	eq(t, "retried ack", res[0].Success, true)
+	eq(t, "retried ack noop", res[0].Noop, true)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAckOfUnknownMessage(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("q", "", "a"))
+	res := h.ack(&fsmpb.AckItem{TransactionId: "nope", PartitionId: newMsgID(), Status: StatusCompleted})
+	eq(t, "unknown partition", res[0].Error, "Message not found")
+	r := h.pop("q")
+	res = h.ack(&fsmpb.AckItem{TransactionId: "nope", PartitionId: r.Messages[0].PartitionId, Status: StatusCompleted})
+	eq(t, "unknown txn", res[0].Error, "Message not found")
+}
+
+func TestOutOfOrderAcksAdvanceTheContiguousPrefixOnly(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 3; i++ {
+		h.push(item("q", "", fmt.Sprint("m", i)))
+	}
+	r := h.pop("q", batch(3))
+	res := h.ack(h.ackOf(r, 2, StatusCompleted))
+	eq(t, "ack m2", res[0].Success, true)
+	eq(t, "not released", res[0].LeaseReleased, false)
+	h.read(func(rd *Reader) { eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(0)) })
+	h.ack(h.ackOf(r, 0, StatusCompleted))
+	h.read(func(rd *Reader) { eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(1)) })
+	res = h.ack(h.ackOf(r, 1, StatusCompleted))
+	eq(t, "gap closed releases", res[0].LeaseReleased, true)
+	h.read(func(rd *Reader) { eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(3)) })
+}
+
+func TestAutoAckMovesTheCursorAtDelivery(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("q", "", "a"), item("q", "", "b"))
+	r := h.pop("q", batch(1), autoAck())
+	eq(t, "lease id", r.LeaseId, "")
+	r2 := h.pop("q", batch(5), autoAck())
+	eqList(t, "next", h.txns(r2), []string{"b"})
+	eq(t, "empty", len(h.pop("q").Messages), 0)
+}
+
+func TestSubscriptionModes(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 5; i++ {
+		h.push(item("q", "", fmt.Sprint("old", i)))
+	}
+	// "new": only what is pushed after the first contact, even if that pop was empty.
+	eq(t, "new first", len(h.pop("q", group("g-new"), fromNew(), batch(10)).Messages), 0)
+	h.advance(time.Millisecond)
+	for i := 0; i < 3; i++ {
+		h.push(item("q", "", fmt.Sprint("new", i)))
+	}
+	eqList(t, "new", h.txns(h.pop("q", group("g-new"), fromNew(), batch(10))), []string{"new0", "new1", "new2"})
+	// "all": history first.
+	all := h.pop("q", group("g-all"), fromAll(), batch(5))
+	eqList(t, "all", h.txns(all), []string{"old0", "old1", "old2", "old3", "old4"})
+	// Once recorded, a later request's mode is ignored.
+	h.ackAll(all, StatusCompleted)
+	eqList(t, "all continues", h.txns(h.pop("q", group("g-all"), fromNew(), batch(10))), []string{"new0", "new1", "new2"})
+	// A new partition created later is covered by the "new" record from its start.
+	h.push(item("q", "later", "late0"))
+	eqList(t, "later partition", h.txns(h.pop("q", group("g-new"), onPartition("later"), batch(10))), []string{"late0"})
+	// Queue mode always starts at the beginning.
+	eq(t, "queue mode", len(h.pop("q", fromNew(), batch(100)).Messages), 8)
+}
+
+func TestSubscriptionFromTimestamp(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("q", "", "a"))
+	h.advance(time.Second)
+	mark := h.now
+	h.advance(time.Second)
+	h.push(item("q", "", "b"), item("q", "", "c"))
+	eqList(t, "from ts", h.txns(h.pop("q", group("g"), fromTime(mark), batch(10))), []string{"b", "c"})
+}
+
+func TestDelayedProcessingHoldsTheLane(t *testing.T) {
+	h := newHarness(t)
+	h.configure("q", &fsmpb.QueueOptions{DelayedProcessing: ptr(int64(2))})
+	h.push(item("q", "", "a"))
+	h.advance(time.Second)
+	h.push(item("q", "", "b"))
+	eq(t, "too early", len(h.pop("q", batch(10)).Messages), 0)
+	h.read(func(rd *Reader) {
+		ready := rd.PopReadiness(&fsmpb.Pop{Queue: "q"}, h.now)
+		eq(t, "ready", ready.Ready, false)
+		// a was created at the entry's effective time, a µs or so after its stamp.
+		if due := h.now + time.Second.Microseconds(); ready.NextUs < due || ready.NextUs > due+10 {
+			t.Fatalf("wakes at %d, want about %d", ready.NextUs, due)
+		}
+	})
+	h.advance(1500 * time.Millisecond)
+	eqList(t, "a only", h.txns(h.pop("q", batch(10))), []string{"a"})
+}
+
+func TestWindowBufferHoldsThePartitionUntilItsNewestMessageIsOldEnough(t *testing.T) {
+	h := newHarness(t)
+	h.configure("q", &fsmpb.QueueOptions{WindowBuffer: ptr(int64(2))})
+	for i := 0; i < 3; i++ {
+		h.push(item("q", "", fmt.Sprint("m", i)))
+		h.advance(100 * time.Millisecond)
+	}
+	eq(t, "inside window", len(h.pop("q", batch(4)).Messages), 0)
+	h.advance(2500 * time.Millisecond)
+	eq(t, "all at once", len(h.pop("q", batch(4)).Messages), 3)
+}
+
+func TestPopOfMissingQueueOrPartitionIsEmptyAndCreatesNothing(t *testing.T) {
+	h := newHarness(t)
+	before := stateHashWithoutMeta(t, h)
+	eq(t, "missing queue", len(h.pop("nope", group("g")).Messages), 0)
+	eq(t, "state unchanged", stateHashWithoutMeta(t, h), before)
+	h.push(item("q", "", "a"))
+	eq(t, "missing partition", len(h.pop("q", onPartition("zzz")).Messages), 0)
+}
+
+func TestWildcardPopRotatesAcrossPartitions(t *testing.T) {
+	h := newHarness(t)
+	for p := 0; p < 3; p++ {
+		for i := 0; i < 10; i++ {
+			h.push(item("q", fmt.Sprint("p", p), fmt.Sprint(p, "-", i)))
+		}
+	}
+	seen := map[string]int{}
+	for i := 0; i < 6; i++ {
+		r := h.pop("q")
+		seen[r.Messages[0].Partition]++
+		h.ackAll(r, StatusCompleted)
+	}
+	for p := 0; p < 3; p++ {
+		eq(t, fmt.Sprint("pops from p", p), seen[fmt.Sprint("p", p)], 2)
+	}
+}
+
+func TestNamespacePopTakesFromMatchingQueuesByPriority(t *testing.T) {
+	h := newHarness(t)
+	h.apply(&fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: &fsmpb.Configure{Queue: "low", Namespace: "ns", HasNamespace: true, Options: &fsmpb.QueueOptions{Priority: ptr(int64(1))}}}})
+	h.apply(&fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: &fsmpb.Configure{Queue: "high", Namespace: "ns", HasNamespace: true, Options: &fsmpb.QueueOptions{Priority: ptr(int64(9))}}}})
+	h.push(item("low", "", "l"), item("high", "", "h"))
+	r := h.apply(&fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: &fsmpb.Pop{Namespace: "ns", Batch: 1, LeaseId: "L"}}}).(*fsmpb.PopResult)
+	eq(t, "queue", r.Messages[0].Queue, "high")
+}
+
+func stateHashWithoutMeta(t *testing.T, h *harness) string {
+	t.Helper()
+	saved := Buckets
+	defer func() { Buckets = saved }()
+	Buckets = Buckets[1:] // meta moves with every entry
+	return stateHash(t, h.db)
+}

@@ -1,0 +1,139 @@
+package fsm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+func (h *harness) txn(in *fsmpb.Transaction) *fsmpb.TxnResult {
+	h.t.Helper()
+	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: in}}).(*fsmpb.TxnResult)
+}
+
+func ackOp(a *fsmpb.AckItem) *fsmpb.TxnOp  { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Ack{Ack: a}} }
+func pushOp(p *fsmpb.PushItem) *fsmpb.TxnOp { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Push{Push: p}} }
+
+func marker(key string, required bool) *fsmpb.KVOp {
+	return &fsmpb.KVOp{Kind: fsmpb.KVOp_PUT_IF_ABSENT, Ns: "charges", Key: key, Value: []byte(`{"charged":true}`), TtlSeconds: 3600, Required: required}
+}
+
+func TestTransactionAckAndPushCommitTogether(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("a", "", "a1"))
+	r := h.pop("a")
+	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(r, 0, StatusCompleted)), pushOp(item("b", "", "b1"))}})
+	eq(t, "success", res.Success, true)
+	eq(t, "results", len(res.Results), 2)
+	eq(t, "a drained", len(h.pop("a").Messages), 0)
+	eqList(t, "b", h.txns(h.pop("b")), []string{"b1"})
+}
+
+func TestTransactionWithAStaleAckWritesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.configure("a", &fsmpb.QueueOptions{LeaseTime: ptr(int64(1))})
+	h.push(item("a", "", "a1"))
+	r := h.pop("a")
+	h.advance(2 * time.Second) // the lease ran out while the card was charged
+	before := stateHashWithoutMeta(t, h)
+	res := h.txn(&fsmpb.Transaction{
+		Ops: []*fsmpb.TxnOp{pushOp(item("b", "", "b1")), ackOp(h.ackOf(r, 0, StatusCompleted))},
+		Kv:  []*fsmpb.KVOp{marker("charge:a1", true)},
+	})
+	eq(t, "success", res.Success, false)
+	eq(t, "reason", res.Reason, ReasonRejectedAck)
+	eq(t, "nothing written", stateHashWithoutMeta(t, h), before)
+	// The message is still there for the next worker.
+	eqList(t, "redelivered", h.txns(h.pop("a")), []string{"a1"})
+}
+
+func TestRacingMarkerCommitsExactlyOneWins(t *testing.T) {
+	h := newHarness(t)
+	h.configure("orders", &fsmpb.QueueOptions{LeaseTime: ptr(int64(1))})
+	h.push(item("orders", "", "o1"))
+	a := h.pop("orders")
+	h.advance(2 * time.Second)
+	b := h.pop("orders") // worker B gets the order under a new lease
+	resB := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(b, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:o1", true)}})
+	eq(t, "B commits", resB.Success, true)
+	// A's late commit: refused by its lease, and its marker is not written.
+	resA := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(a, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:o1", true)}})
+	eq(t, "A refused", resA.Reason, ReasonRejectedAck)
+
+	// Same key, both leases valid (two messages of one order): exactly one gate wins.
+	h.push(item("orders", "p2", "x1"), item("orders", "p3", "x2"))
+	p2 := h.pop("orders", onPartition("p2"))
+	p3 := h.pop("orders", onPartition("p3"))
+	first := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(p2, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:x", true)}})
+	second := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(p3, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:x", true)}})
+	eq(t, "first wins", first.Success, true)
+	eq(t, "second loses", second.Reason, ReasonKVPrecondition)
+	eq(t, "failed index", second.FailedIndex, int32(1))
+	eq(t, "kv reason", second.FailedKv.Reason, "exists")
+	eq(t, "winner value", string(second.FailedKv.Value), `{"charged":true}`)
+	// The loser's ack did not land: the message is still leased to it, not consumed.
+	h.read(func(rd *Reader) {
+		eq(t, "loser not consumed", rd.Cursor(p3.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(0))
+	})
+}
+
+func TestTransactionNonRequiredKVLossCommitsTheRest(t *testing.T) {
+	h := newHarness(t)
+	h.txn(&fsmpb.Transaction{Kv: []*fsmpb.KVOp{marker("k", false)}})
+	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{pushOp(item("b", "", "b1"))}, Kv: []*fsmpb.KVOp{marker("k", false)}})
+	eq(t, "success", res.Success, true)
+	eq(t, "kv applied", res.Results[1].Kv.Applied, false)
+	eq(t, "pushed", len(h.pop("b").Messages), 1)
+}
+
+func TestTransactionDuplicatePushAbortsBeforeKV(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("b", "", "dup"))
+	h.txn(&fsmpb.Transaction{Kv: []*fsmpb.KVOp{marker("once", true)}})
+	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{pushOp(item("b", "", "dup"))}, Kv: []*fsmpb.KVOp{marker("once", true)}})
+	eq(t, "reason", res.Reason, ReasonDuplicate)
+	// Repeated inside one transaction: stored once, and it commits.
+	res = h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{pushOp(item("c", "", "x")), pushOp(item("c", "", "x"))}})
+	eq(t, "in-call repeat commits", res.Success, true)
+	eq(t, "stored once", len(h.pop("c", batch(10)).Messages), 1)
+}
+
+func TestTransactionThreeAcksCompletingOneLease(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"m0", "m1", "m2"} {
+		h.push(item("q", "", id))
+	}
+	r := h.pop("q", batch(3))
+	var ops []*fsmpb.TxnOp
+	for i := range r.Messages {
+		a := h.ackOf(r, i, StatusCompleted)
+		a.LeaseId = "" // evidence from requiredLeases instead
+		ops = append(ops, ackOp(a))
+	}
+	res := h.txn(&fsmpb.Transaction{Ops: ops, RequiredLeases: []string{r.LeaseId}})
+	eq(t, "success", res.Success, true)
+	eq(t, "released", res.Results[2].LeaseReleased, true)
+	// Wrong lease in requiredLeases: rejected.
+	h.push(item("q", "", "m3"))
+	r = h.pop("q")
+	a := h.ackOf(r, 0, StatusCompleted)
+	a.LeaseId = ""
+	res = h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(a)}, RequiredLeases: []string{"other"}})
+	eq(t, "rejected", res.Reason, ReasonRejectedAck)
+}
+
+func TestTransactionAckOfMissingMessage(t *testing.T) {
+	h := newHarness(t)
+	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(&fsmpb.AckItem{TransactionId: "x", PartitionId: newMsgID(), Status: StatusCompleted})}})
+	eq(t, "error", res.Error, "ACK operation failed: Message not found")
+}
+
+func TestTransactionAckGroupAdvancesOnlyThatGroup(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("q", "", "a"), item("q", "", "b"))
+	r := h.pop("q", group("g1"), fromAll(), batch(2))
+	h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(r, 0, StatusCompleted)), ackOp(h.ackOf(r, 1, StatusCompleted))}})
+	eq(t, "g2 sees both", len(h.pop("q", group("g2"), fromAll(), batch(2)).Messages), 2)
+	eq(t, "g1 drained", len(h.pop("q", group("g1"), batch(2)).Messages), 0)
+}
