@@ -89,8 +89,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	var err error
-	n.db, err = store.Open(filepath.Join(cfg.DataDir, "fsm.db"), fsm.Buckets, store.Options{NoSync: cfg.NoSync})
-	if err != nil {
+	if n.db, err = openState(filepath.Join(cfg.DataDir, "fsm.db"), cfg.NoSync, n.log); err != nil {
 		return nil, err
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
@@ -126,6 +125,28 @@ func Start(cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.watchLeadership()
 	return n, nil
+}
+
+// openState opens the FSM's file. Its commits are not fsynced: the Raft log
+// is the durable record, the file is synced before every snapshot, and a
+// file a machine crash may have torn is set aside and rebuilt from the
+// newest snapshot plus the log (see store.Trusted and fsm/DESIGN.md).
+func openState(path string, noSync bool, log *slog.Logger) (*store.DB, error) {
+	opts := store.Options{DeferSync: true, NoSync: noSync}
+	db, err := store.Open(path, fsm.Buckets, opts)
+	if err != nil {
+		return nil, err
+	}
+	if db.Trusted() {
+		return db, nil
+	}
+	db.Close()
+	aside, err := store.Discard(path)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("state file may be torn by a machine crash; rebuilding it from the snapshot and the log", "kept", aside)
+	return store.Open(path, fsm.Buckets, opts)
 }
 
 // catchUpFromSnapshot restores the newest snapshot when the FSM file is

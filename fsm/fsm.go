@@ -204,7 +204,13 @@ func (f *FSM) Read(fn func(r *Reader) error) error {
 }
 
 // Snapshot pins the current state; Persist streams it while Apply goes on.
+// It first syncs the state file: Raft may truncate its log up to this
+// snapshot, so the file must hold everything up to here durably
+// (DESIGN.md, the storage trap).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.db.Sync(); err != nil {
+		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
+	}
 	snap, err := f.db.BeginSnapshot()
 	if err != nil {
 		return nil, err

@@ -25,6 +25,14 @@ var (
 type Options struct {
 	// NoSync skips fsync on commit. Only tests that throw the file away use it.
 	NoSync bool
+	// DeferSync skips fsync on commit too, for a caller that can rebuild
+	// every commit since the last Sync from elsewhere (the FSM from the Raft
+	// log). A process crash loses nothing (the page cache survives it); a
+	// machine crash may tear the file, so Open then reports it untrusted:
+	// see Trusted.
+	DeferSync bool
+	// BootID overrides the kernel's boot id (tests simulate a reboot).
+	BootID string
 	// InitialMmapSize sizes the first mapping; a larger one avoids remaps,
 	// which wait for every open read transaction. 0 means 1 GiB.
 	InitialMmapSize int
@@ -38,6 +46,7 @@ type DB struct {
 	path    string
 	opts    Options
 	buckets []Bucket
+	trusted bool
 }
 
 // Open opens (creating if needed) the state file at path and makes sure every
@@ -46,7 +55,14 @@ func Open(path string, buckets []Bucket, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db := &DB{path: path, opts: opts, buckets: buckets}
+	db := &DB{path: path, opts: opts, buckets: buckets, trusted: true}
+	if opts.DeferSync {
+		t, err := db.beginSession()
+		if err != nil {
+			return nil, err
+		}
+		db.trusted = t
+	}
 	if err := db.open(); err != nil {
 		return nil, err
 	}
@@ -60,7 +76,7 @@ func (db *DB) open() error {
 	}
 	b, err := bolt.Open(db.path, 0o600, &bolt.Options{
 		Timeout:         5 * time.Second,
-		NoSync:          db.opts.NoSync,
+		NoSync:          db.opts.NoSync || db.opts.DeferSync,
 		NoFreelistSync:  true,
 		FreelistType:    bolt.FreelistMapType,
 		InitialMmapSize: mmap,
@@ -87,17 +103,40 @@ func (db *DB) open() error {
 // Path is the file's location.
 func (db *DB) Path() string { return db.path }
 
-// Close closes the file.
+// Close syncs and closes the file, and records a clean end of session.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.bolt == nil {
 		return nil
 	}
-	err := db.bolt.Close()
+	err := db.bolt.Sync()
+	if cerr := db.bolt.Close(); err == nil {
+		err = cerr
+	}
 	db.bolt = nil
+	if err == nil && db.opts.DeferSync {
+		err = db.endSession()
+	}
 	return err
 }
+
+// Sync makes every committed write durable.
+func (db *DB) Sync() error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.bolt == nil {
+		return ErrClosed
+	}
+	return db.bolt.Sync()
+}
+
+// Trusted reports whether the file can be trusted to hold every commit up
+// to its recorded state. Only a DeferSync store can be untrusted: when the
+// previous session did not close cleanly and the machine has rebooted since
+// (a power loss may have dropped or torn unsynced pages). The caller then
+// rebuilds the state from its own durable source.
+func (db *DB) Trusted() bool { return db.trusted }
 
 // View runs fn in a read-only transaction: a consistent view as of the last
 // committed batch.

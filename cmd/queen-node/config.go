@@ -28,6 +28,7 @@ type config struct {
 	SnapshotThreshold       uint64
 	SnapshotInterval        time.Duration
 	LogLevel                string
+	Pprof                   bool
 }
 
 type flagSpec struct {
@@ -100,6 +101,14 @@ var flagTable = []flagSpec{
 			return errors.New("must be a duration >= 10ms")
 		}
 		c.SnapshotInterval = d
+		return nil
+	}},
+	{"pprof", "false", "serve /debug/pprof/ on the HTTP address", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.Pprof = b
 		return nil
 	}},
 	{"log-level", "info", "debug | info | warn | error", str(func(c *config) *string { return &c.LogLevel })},
