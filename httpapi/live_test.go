@@ -1,0 +1,267 @@
+package httpapi_test
+
+// Tests against a real in-process node: real Raft, real bbolt files, a real
+// HTTP server. They walk the spec's flows as a client sees them.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/httpapi"
+	"github.com/queen-node/queen-node/raftlog"
+)
+
+type live struct {
+	t    *testing.T
+	url  string
+	node *cluster.Node
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startLive(t *testing.T) *live {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	n, err := cluster.Start(cluster.Config{NodeID: "live", DataDir: t.TempDir(), RaftAddr: freePort(t),
+		BootstrapExpect: 1, Registry: reg, SweepInterval: 50 * time.Millisecond,
+		Tuning: raftlog.Tuning{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Registry: reg}))
+	t.Cleanup(func() { srv.Close(); n.Shutdown() })
+	l := &live{t: t, url: srv.URL, node: n}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := l.do("POST", "/api/v1/kv", `{"operations":[{"op":"get","ns":"probe","key":"p"}]}`)
+		if code == 200 {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not ready: %d", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (l *live) do(method, path, body string) (int, []byte) {
+	l.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, l.url+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (l *live) json(method, path, body string, want int, out any) {
+	l.t.Helper()
+	code, b := l.do(method, path, body)
+	if code != want {
+		l.t.Fatalf("%s %s: status %d, want %d: %s", method, path, code, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			l.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+type popMsg struct {
+	ID            string          `json:"id"`
+	TransactionID string          `json:"transactionId"`
+	Data          json.RawMessage `json:"data"`
+	PartitionID   string          `json:"partitionId"`
+	LeaseID       string          `json:"leaseId"`
+	ConsumerGroup string          `json:"consumerGroup"`
+	RetryCount    int             `json:"retryCount"`
+	CreatedAt     string          `json:"createdAt"`
+}
+
+type popResp struct {
+	Success  bool     `json:"success"`
+	LeaseID  string   `json:"leaseId"`
+	Messages []popMsg `json:"messages"`
+}
+
+func (l *live) pop(path string) *popResp {
+	l.t.Helper()
+	code, b := l.do("GET", path, "")
+	switch code {
+	case 204:
+		if len(b) != 0 {
+			l.t.Fatalf("204 with a body: %q", b)
+		}
+		return &popResp{}
+	case 200:
+		var p popResp
+		if err := json.Unmarshal(b, &p); err != nil {
+			l.t.Fatal(err)
+		}
+		return &p
+	}
+	l.t.Fatalf("pop: %d %s", code, b)
+	return nil
+}
+
+func ackBody(m popMsg, status string) string {
+	b, _ := json.Marshal(map[string]any{"transactionId": m.TransactionID, "partitionId": m.PartitionID,
+		"leaseId": m.LeaseID, "consumerGroup": m.ConsumerGroup, "status": status})
+	return string(b)
+}
+
+func TestLivePushPopAck(t *testing.T) {
+	l := startLive(t)
+	var pushed []map[string]any
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"orders","transactionId":"o1","payload":{"n":1}},
+		{"queue":"orders","transactionId":"o2","payload":null},{"queue":"orders","transactionId":"o1"}]}`, 201, &pushed)
+	if pushed[0]["status"] != "queued" || pushed[2]["status"] != "duplicate" || pushed[2]["message_id"] != pushed[0]["message_id"] {
+		t.Fatalf("push results: %v", pushed)
+	}
+	p := l.pop("/api/v1/pop/queue/orders?batch=10")
+	if len(p.Messages) != 2 || string(p.Messages[0].Data) != `{"n":1}` || string(p.Messages[1].Data) != "null" {
+		t.Fatalf("pop: %+v", p)
+	}
+	if !strings.HasSuffix(p.Messages[0].CreatedAt, "Z") || len(p.Messages[0].CreatedAt) != len("2026-04-26T10:59:28.267966Z") {
+		t.Fatalf("createdAt format: %s", p.Messages[0].CreatedAt)
+	}
+	var acks []map[string]any
+	l.json("POST", "/api/v1/ack/batch", fmt.Sprintf(`{"acknowledgments":[%s,%s]}`,
+		ackBody(p.Messages[0], "completed"), ackBody(p.Messages[1], "completed")), 200, &acks)
+	if len(acks) != 2 || acks[1]["leaseReleased"] != true {
+		t.Fatalf("acks: %v", acks)
+	}
+	if got := l.pop("/api/v1/pop/queue/orders"); len(got.Messages) != 0 {
+		t.Fatalf("drained queue gave %v", got)
+	}
+	// Empty items: 201 [].
+	code, b := l.do("POST", "/api/v1/push", `{"items":[]}`)
+	if code != 201 || string(bytes.TrimSpace(b)) != "[]" {
+		t.Fatalf("empty push: %d %s", code, b)
+	}
+}
+
+func TestLiveLongPollWakesOnPush(t *testing.T) {
+	l := startLive(t)
+	l.json("POST", "/api/v1/configure", `{"queue":"lp"}`, 200, nil)
+	var wg sync.WaitGroup
+	var got *popResp
+	var took time.Duration
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		got = l.pop("/api/v1/pop/queue/lp?wait=true&timeout=10000")
+		took = time.Since(start)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"lp","payload":1}]}`, 201, nil)
+	wg.Wait()
+	if len(got.Messages) != 1 || took < 400*time.Millisecond {
+		t.Fatalf("long poll: %d messages after %v", len(got.Messages), took)
+	}
+	// A pop without wait answers at once; a wait times out with 204.
+	start := time.Now()
+	if p := l.pop("/api/v1/pop/queue/lp?wait=true&timeout=300"); len(p.Messages) != 0 || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("timed-out long poll: %v after %v", p, time.Since(start))
+	}
+}
+
+func TestLiveRetryAfterFailedAckComesBackAfterTheDelay(t *testing.T) {
+	l := startLive(t)
+	l.json("POST", "/api/v1/configure", `{"queue":"r","options":{"retryLimit":1,"retryDelay":300}}`, 200, nil)
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"r","transactionId":"x","payload":{}}]}`, 201, nil)
+	p := l.pop("/api/v1/pop/queue/r")
+	l.json("POST", "/api/v1/ack", ackBody(p.Messages[0], "failed"), 200, nil)
+	start := time.Now()
+	p2 := l.pop("/api/v1/pop/queue/r?wait=true&timeout=5000")
+	if len(p2.Messages) != 1 || p2.Messages[0].RetryCount != 1 || time.Since(start) < 250*time.Millisecond {
+		t.Fatalf("redelivery: %+v after %v", p2, time.Since(start))
+	}
+	// The second failure exhausts retryLimit 1: dead letter.
+	var acks []map[string]any
+	l.json("POST", "/api/v1/ack", strings.Replace(ackBody(p2.Messages[0], "failed"), `"status"`, `"error":"card declined","status"`, 1), 200, &acks)
+	if acks[0]["dlq"] != true {
+		t.Fatalf("ack: %v", acks)
+	}
+	var dlq struct {
+		Total    int              `json:"total"`
+		Messages []map[string]any `json:"messages"`
+	}
+	l.json("GET", "/api/v1/dlq?queue=r", "", 200, &dlq)
+	if dlq.Total != 1 || dlq.Messages[0]["errorMessage"] != "card declined" {
+		t.Fatalf("dlq: %+v", dlq)
+	}
+}
+
+func TestLiveTransactionMarkerAndAckAreOneEntry(t *testing.T) {
+	l := startLive(t)
+	l.json("POST", "/api/v1/configure", `{"queue":"pay","options":{"leaseTime":1}}`, 200, nil)
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"pay","transactionId":"o1","payload":{}}]}`, 201, nil)
+	a := l.pop("/api/v1/pop/queue/pay")
+	time.Sleep(1100 * time.Millisecond) // A's lease runs out while it charges
+	b := l.pop("/api/v1/pop/queue/pay")
+	commit := func(m popMsg) map[string]any {
+		var out map[string]any
+		l.json("POST", "/api/v1/transaction", fmt.Sprintf(`{"operations":[{"type":"ack","transactionId":%q,"partitionId":%q,"leaseId":%q}],
+			"kv":[{"op":"putIfAbsent","ns":"pay","key":"charge:o1","value":{"by":%q},"ttlSeconds":60,"required":true}]}`,
+			m.TransactionID, m.PartitionID, m.LeaseID, m.LeaseID), 200, &out)
+		return out
+	}
+	if r := commit(b.Messages[0]); r["success"] != true {
+		t.Fatalf("B's commit: %v", r)
+	}
+	if r := commit(a.Messages[0]); r["success"] != false || r["reason"] != "rejected_ack" {
+		t.Fatalf("A's late commit: %v", r)
+	}
+	var kv map[string]any
+	l.json("GET", "/api/v1/kv/pay/charge:o1", "", 200, &kv)
+	if v := kv["value"].(map[string]any); v["by"] != b.Messages[0].LeaseID {
+		t.Fatalf("marker written by %v, want B", v["by"])
+	}
+}
+
+func TestLiveBadInputChangesNothing(t *testing.T) {
+	l := startLive(t)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/push", `{"items":[{"queue":"bad","payload":1},{"queue":5}]}`},
+		{"POST", "/api/v1/push", `{"items":[{"queue":"bad","traceId":"not-a-uuid"}]}`},
+		{"POST", "/api/v1/transaction", `{"operations":[{"type":"push","items":[{"queue":"bad"}]},{"type":"kv"}]}`},
+		{"POST", "/api/v1/kv", `{"operations":[{"op":"put","ns":"bad","key":"k","value":1}]}`},
+	} {
+		code, b := l.do(c.method, c.path, c.body)
+		if code != 400 || !bytes.Contains(b, []byte(`"error"`)) {
+			t.Fatalf("%s: %d %s", c.body, code, b)
+		}
+	}
+	code, _ := l.do("GET", "/api/v1/resources/queues/bad", "")
+	if code != 404 {
+		t.Fatalf("a refused request created the queue: %d", code)
+	}
+}
