@@ -116,9 +116,16 @@ func messageCreatedUs(v []byte) int64 {
 	return 0
 }
 
+// MaxPopBytes bounds the stored size of the messages one pop delivers (at
+// least one message always goes), so that batch=10000 over 2 MB payloads
+// cannot build a 20 GB answer. It is a constant of the replicated logic:
+// every replica must cut the batch at the same message.
+const MaxPopBytes = 16 << 20
+
 // deliverable lists up to budget seqs after consumed, in order, stopping at
-// the first message still inside delayedProcessing (delay holds the lane).
-func deliverable(r store.Reader, q *fsmpb.QueueRecord, p *fsmpb.PartitionRecord, consumed uint64, budget uint32, now int64) []uint64 {
+// the first message still inside delayedProcessing (delay holds the lane)
+// and before the byte budget runs out.
+func deliverable(r store.Reader, q *fsmpb.QueueRecord, p *fsmpb.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64) []uint64 {
 	delay := q.Options.GetDelayedProcessing() * 1e6
 	var seqs []uint64
 	c := r.Cursor(bMessages)
@@ -126,6 +133,10 @@ func deliverable(r store.Reader, q *fsmpb.QueueRecord, p *fsmpb.PartitionRecord,
 		if delay > 0 && messageCreatedUs(v)+delay > now {
 			break
 		}
+		if len(v) > *bytesLeft && (len(seqs) > 0 || *bytesLeft < MaxPopBytes) {
+			break
+		}
+		*bytesLeft -= len(v)
 		seqs = append(seqs, seqOfMessageKey(k))
 	}
 	return seqs
@@ -142,6 +153,7 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		return res, true
 	}
 	budget := max(in.Batch, 1)
+	bytesLeft := MaxPopBytes
 	maxParts := max(in.Partitions, 1)
 	if in.HasPartition {
 		maxParts = 1
@@ -176,7 +188,7 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 			if !evaluate(c.tx, qs.rec, ps.rec, cs.rec, c.now).ok {
 				return false
 			}
-			seqs := deliverable(c.tx, qs.rec, ps.rec, max(cs.rec.Consumed, ps.rec.FirstSeq-1), budget, c.now)
+			seqs := deliverable(c.tx, qs.rec, ps.rec, max(cs.rec.Consumed, ps.rec.FirstSeq-1), budget, &bytesLeft, c.now)
 			if len(seqs) == 0 {
 				return false
 			}
@@ -214,10 +226,10 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 					gs.rec.RrAfter = ps.rec.Name
 					gs.dirty = true
 				}
-				return res.PartitionsClaimed < maxParts && budget > 0
+				return res.PartitionsClaimed < maxParts && budget > 0 && bytesLeft > 0
 			})
 		}
-		if res.PartitionsClaimed >= maxParts || budget == 0 {
+		if res.PartitionsClaimed >= maxParts || budget == 0 || bytesLeft <= 0 {
 			break
 		}
 	}

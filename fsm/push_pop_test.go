@@ -279,3 +279,27 @@ func stateHashWithoutMeta(t *testing.T, h *harness) string {
 	Buckets = Buckets[1:] // meta moves with every entry
 	return stateHash(t, h.db)
 }
+
+func TestPopStopsAtTheByteBudgetButAlwaysDeliversOne(t *testing.T) {
+	h := newHarness(t)
+	big := make([]byte, MaxPopBytes/3)
+	for i := range big {
+		big[i] = 'x'
+	}
+	big[0], big[len(big)-1] = '"', '"'
+	for i := 0; i < 5; i++ {
+		it := item("q", "", fmt.Sprint("b", i))
+		it.Payload = big
+		h.push(it)
+	}
+	r := h.pop("q", batch(100))
+	eq(t, "messages under 16 MiB", len(r.Messages), 2)
+	h.ackAll(r, StatusCompleted)
+	huge := item("q2", "", "huge")
+	huge.Payload = make([]byte, MaxPopBytes+10)
+	for i := range huge.Payload {
+		huge.Payload[i] = '1'
+	}
+	h.push(huge)
+	eq(t, "an oversized message still goes alone", len(h.pop("q2", batch(100)).Messages), 1)
+}
