@@ -57,9 +57,11 @@ type Node struct {
 
 	ready atomic.Bool // leader, and every entry of earlier terms is applied
 
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	shutdown sync.Once
+	stop      chan struct{}
+	draining  chan struct{} // closed by Drain: parked long-polls answer empty
+	drainOnce sync.Once
+	wg        sync.WaitGroup
+	shutdown  sync.Once
 }
 
 // Start opens the data directory, restores what an earlier run left, and
@@ -83,7 +85,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("component", "node", "node", cfg.NodeID),
 		clock: newStampClock(), hub: newHub(), appliedCh: make(chan struct{}),
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), draining: make(chan struct{}),
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
@@ -484,10 +486,15 @@ func (n *Node) Ready() bool {
 	return addr != ""
 }
 
+// Drain makes parked long-poll pops answer empty at once, so that an HTTP
+// server shutting down does not wait for them. Writes keep working.
+func (n *Node) Drain() { n.drainOnce.Do(func() { close(n.draining) }) }
+
 // Shutdown stops the node: the leader loops, Raft, then the files.
 func (n *Node) Shutdown() error {
 	var err error
 	n.shutdown.Do(func() {
+		n.Drain()
 		close(n.stop)
 		n.wg.Wait()
 		if n.raft != nil {

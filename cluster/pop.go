@@ -59,6 +59,11 @@ func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsm
 			timer.Stop()
 			// The client went away: claim nothing.
 			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+		case <-n.draining:
+			timer.Stop()
+			// The node is stopping: answer empty now rather than hold the
+			// shutdown until the poll times out.
+			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
 		case <-n.stop:
 			timer.Stop()
 			return nil, ErrShutdown

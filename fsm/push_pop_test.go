@@ -152,12 +152,18 @@ func TestOutOfOrderAcksAdvanceTheContiguousPrefixOnly(t *testing.T) {
 	res := h.ack(h.ackOf(r, 2, StatusCompleted))
 	eq(t, "ack m2", res[0].Success, true)
 	eq(t, "not released", res[0].LeaseReleased, false)
-	h.read(func(rd *Reader) { eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(0)) })
+	h.read(func(rd *Reader) {
+		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(0))
+	})
 	h.ack(h.ackOf(r, 0, StatusCompleted))
-	h.read(func(rd *Reader) { eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(1)) })
+	h.read(func(rd *Reader) {
+		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(1))
+	})
 	res = h.ack(h.ackOf(r, 1, StatusCompleted))
 	eq(t, "gap closed releases", res[0].LeaseReleased, true)
-	h.read(func(rd *Reader) { eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(3)) })
+	h.read(func(rd *Reader) {
+		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(3))
+	})
 }
 
 func TestAutoAckMovesTheCursorAtDelivery(t *testing.T) {

@@ -12,7 +12,7 @@ func (h *harness) txn(in *fsmpb.Transaction) *fsmpb.TxnResult {
 	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: in}}).(*fsmpb.TxnResult)
 }
 
-func ackOp(a *fsmpb.AckItem) *fsmpb.TxnOp  { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Ack{Ack: a}} }
+func ackOp(a *fsmpb.AckItem) *fsmpb.TxnOp   { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Ack{Ack: a}} }
 func pushOp(p *fsmpb.PushItem) *fsmpb.TxnOp { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Push{Push: p}} }
 
 func marker(key string, required bool) *fsmpb.KVOp {

@@ -44,6 +44,13 @@ func parseOptions(raw object) (*fsmpb.QueueOptions, error) {
 			if n < 0 && name != "priority" {
 				return nil, bad("options." + name + " must not be negative")
 			}
+			limit := int64(maxSeconds)
+			if name == "retryDelay" {
+				limit = maxSeconds * 1000 // milliseconds
+			}
+			if n > limit || n < -limit {
+				return nil, bad("options." + name + " is too large")
+			}
 			set(opts, n)
 		} else if set, ok := boolOptions[name]; ok {
 			b, ok := boolean(v)

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 )
 
+const msgEmptyBody = "Empty request body"
+
 // Input limits [ours]. Names are joined with 0x00 in the state's keys, so a
 // NUL is refused in every name.
 const (
@@ -54,7 +56,7 @@ func (a *API) readBody(r *http.Request) ([]byte, error) {
 		return nil, bad("Could not read request body: " + err.Error())
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, bad("Empty request body")
+		return nil, bad(msgEmptyBody)
 	}
 	return body, nil
 }
@@ -201,6 +203,10 @@ func queryBool(r *http.Request, name string) bool {
 	v := r.URL.Query().Get(name)
 	return v == "true" || v == "1"
 }
+
+// maxSeconds bounds every duration given in seconds (about 100 years), so
+// that µs arithmetic on entry times can never overflow.
+const maxSeconds = 100 * 365 * 24 * 3600
 
 func queryInt(r *http.Request, name string, def int64) int64 {
 	v := r.URL.Query().Get(name)

@@ -2,7 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
+	"errors"
 	"net/http"
 
 	"github.com/queen-node/queen-node/fsm"
@@ -21,9 +21,8 @@ func (a *API) kvBatch(w http.ResponseWriter, r *http.Request) {
 	var raws []json.RawMessage
 	switch firstByte(body) {
 	case '[':
-		var ok bool
-		if raws, ok = array(body); !ok {
-			writeDecodeError(w, kvBad("kv_bad_request", "Invalid JSON array"))
+		if err := json.Unmarshal(body, &raws); err != nil {
+			writeDecodeError(w, bad("Invalid JSON: "+err.Error()))
 			return
 		}
 	case '{':
@@ -139,12 +138,13 @@ func (a *API) kvPut(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) kvDelete(w http.ResponseWriter, r *http.Request) {
 	o := object{}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, a.cfg.MaxBodyBytes))
-	if err != nil {
-		writeDecodeError(w, bad("Could not read request body"))
+	body, err := a.readBody(r) // the body is optional here
+	var br *badRequest
+	if err != nil && !(errors.As(err, &br) && br.msg == msgEmptyBody) {
+		writeDecodeError(w, err)
 		return
 	}
-	if firstByte(body) != 0 {
+	if err == nil {
 		if o, err = parseObject(body); err != nil {
 			writeDecodeError(w, err)
 			return

@@ -172,6 +172,9 @@ func parseKVOp(i int, o object, inTxn bool) (*fsmpb.KVOp, error) {
 			if !ok || t <= 0 {
 				return nil, kvBad("kv_expiry_not_specified", at+"ttlSeconds must be an integer > 0")
 			}
+			if t > maxSeconds {
+				return nil, kvBad("kv_bad_ttl", at+"ttlSeconds is too large (use forever: true)")
+			}
 			op.TtlSeconds = t
 		}
 		op.Forever = forever

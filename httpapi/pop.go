@@ -36,7 +36,7 @@ func (a *API) popParams(r *http.Request) (*fsmpb.Pop, time.Duration) {
 	in.Partitions = uint32(min(parts, 1000))
 	in.AutoAck = queryBool(r, "autoAck")
 	if ls := queryInt(r, "leaseSeconds", 0); ls > 0 {
-		in.LeaseSeconds = ls
+		in.LeaseSeconds = min(ls, maxSeconds)
 	}
 	in.Subscription, in.SubscriptionFromUs = a.subscription(q.Get("subscriptionMode"), q.Get("subscriptionFrom"))
 	var wait time.Duration
@@ -45,7 +45,7 @@ func (a *API) popParams(r *http.Request) (*fsmpb.Pop, time.Duration) {
 		if ms < 0 {
 			ms = defaultWaitMs
 		}
-		wait = min(time.Duration(ms)*time.Millisecond, maxPopTimeout)
+		wait = time.Duration(min(ms, maxPopTimeout.Milliseconds())) * time.Millisecond
 	}
 	return in, wait
 }
@@ -93,10 +93,9 @@ func (a *API) popNamespace(w http.ResponseWriter, r *http.Request) {
 	in, wait := a.popParams(r)
 	in.Namespace, in.Task = r.URL.Query().Get("namespace"), r.URL.Query().Get("task")
 	if in.Namespace == "" {
-		if q := r.URL.Query().Get("queue"); q != "" {
-			in.Queue = q
-		} else {
-			writeError(w, http.StatusBadRequest, "namespace or queue is required")
+		in.Queue = r.URL.Query().Get("queue")
+		if in.Queue == "" {
+			w.WriteHeader(http.StatusNoContent) // names nothing: nothing to deliver
 			return
 		}
 	}
@@ -131,7 +130,9 @@ type popOut struct {
 }
 
 func (a *API) doPop(w http.ResponseWriter, r *http.Request, in *fsmpb.Pop, wait time.Duration) {
-	if err := checkName("queue", in.Queue); err != nil {
+	if checkName("queue", in.Queue) != nil || checkName("consumerGroup", in.ConsumerGroup) != nil ||
+		checkName("partition", in.Partition) != nil || checkName("namespace", in.Namespace) != nil ||
+		checkName("task", in.Task) != nil {
 		w.WriteHeader(http.StatusNoContent) // bad values never 4xx on pop: nothing can match
 		return
 	}

@@ -70,7 +70,11 @@ func New(cfg Config) *API {
 		cfg.Version = "dev"
 	}
 	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
-	a.m = newAPIMetrics(cfg.Registry)
+	var reg prometheus.Registerer
+	if cfg.Registry != nil {
+		reg = cfg.Registry
+	}
+	a.m = newAPIMetrics(reg)
 	a.routes()
 	return a
 }
@@ -79,7 +83,10 @@ func (a *API) routes() {
 	h := a.mux.HandleFunc
 	h("GET /health", a.health)
 	h("GET /metrics", a.metricsJSON)
-	var g prometheus.Gatherer = a.cfg.Registry
+	var g prometheus.Gatherer
+	if a.cfg.Registry != nil {
+		g = a.cfg.Registry
+	}
 	if a.cfg.Gatherer != nil {
 		g = a.cfg.Gatherer
 	}

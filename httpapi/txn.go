@@ -22,8 +22,9 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 		}
 	}
 	if raw, has := o["timers"]; has {
-		_ = raw
-		return nil, nil, bad("timers not supported")
+		if elems, ok := array(raw); !ok || len(elems) > 0 {
+			return nil, nil, bad("timers not supported")
+		}
 	}
 	var kvRaw []json.RawMessage
 	if raw := o["kv"]; present(raw) {
@@ -51,6 +52,9 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 			in.RequiredLeases = append(in.RequiredLeases, s)
 		}
 	}
+	// Every op is validated (a 400) before an unknown op type is answered
+	// as a verdict, so the answer does not depend on the order of the ops.
+	unknownType := ""
 	for _, raw := range ops {
 		op, ok := asObject(raw)
 		if !ok {
@@ -89,12 +93,20 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 		case "timer", "timers":
 			return nil, nil, bad("timers not supported")
 		default:
-			return nil, map[string]any{"success": false, "error": "Unknown operation type: " + typ, "results": []any{}}, nil
+			if unknownType == "" {
+				unknownType = typ
+				if _, isStr := str(op["type"]); !isStr {
+					unknownType = string(op["type"])
+				}
+			}
 		}
 	}
 	kvOps, err := parseKVOps(kvRaw, true)
 	if err != nil {
 		return nil, nil, err
+	}
+	if unknownType != "" {
+		return nil, map[string]any{"success": false, "error": "Unknown operation type: " + unknownType, "results": []any{}}, nil
 	}
 	in.Kv = kvOps
 	id := uuid.New()
