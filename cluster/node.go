@@ -57,6 +57,8 @@ type Node struct {
 
 	ready atomic.Bool // leader, and every entry of earlier terms is applied
 
+	inflight sync.Map // Idempotency-Keys of commands being applied here
+
 	stop      chan struct{}
 	draining  chan struct{} // closed by Drain: parked long-polls answer empty
 	drainOnce sync.Once
@@ -349,6 +351,12 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Messag
 	case <-n.stop:
 		return nil, ErrShutdown
 	default:
+	}
+	if idem := cmd.Idempotency; idem != nil && idem.Key != "" {
+		if _, busy := n.inflight.LoadOrStore(idem.Key, struct{}{}); busy {
+			return nil, ErrInFlight
+		}
+		defer n.inflight.Delete(idem.Key)
 	}
 	timeout := n.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {

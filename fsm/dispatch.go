@@ -41,6 +41,8 @@ func init() {
 	register(&fsmpb.Command_DeleteQueue{}, "delete_queue", applyDeleteQueue)
 	register(&fsmpb.Command_Sweep{}, "sweep", applySweep)
 	register(&fsmpb.Command_Kv{}, "kv", applyKV)
+	register(&fsmpb.Command_IdempotencyRecord{}, "idempotency_record", applyIdempotencyRecord)
+	register(&fsmpb.Command_SetSwitches{}, "set_switches", applySetSwitches)
 }
 
 func handlerFor(cmd *fsmpb.Command) *handler {

@@ -158,6 +158,12 @@ func (f *FSM) applyCommand(b *store.Batch, cmd *fsmpb.Command, index uint64, now
 		}
 		panic(fmt.Sprintf("fsm: entry %d has a command this node does not know", index))
 	}
+	idem := cmd.Idempotency
+	if idem != nil && idem.Key != "" {
+		if o := storedOutcome(b.Reader(), idem.Key, now); o != nil {
+			return &fsmpb.Replay{Outcome: o} // seen before: nothing is applied
+		}
+	}
 	c := newApplyCtx(b.Begin(), index, now, meta, changes)
 	start := time.Now()
 	res, keep := f.runHandler(h, c, cmd)
@@ -166,14 +172,24 @@ func (f *FSM) applyCommand(b *store.Batch, cmd *fsmpb.Command, index uint64, now
 	}
 	if !keep {
 		c.tx.Discard()
-		return res
-	}
-	// A failed commit cannot be undone inside the batch, so it is fatal,
-	// never a value: the batch panics and the node restarts from the log.
-	if err := c.tx.Commit(); err != nil {
+	} else if err := c.tx.Commit(); err != nil {
+		// A failed commit cannot be undone inside the batch, so it is fatal,
+		// never a value: the batch panics and the node restarts from the log.
 		panic(fmt.Sprintf("fsm: entry %d: %v", index, err))
+	} else {
+		c.commitChanges()
 	}
-	c.commitChanges()
+	if idem != nil && idem.Key != "" {
+		if r, isErr := res.(*fsmpb.Response); !isErr || r.InternalError == "" {
+			o := &fsmpb.StoredOutcome{}
+			if rec := cmd.GetIdempotencyRecord(); rec != nil {
+				o.Status, o.Body = rec.Status, rec.Body
+			} else {
+				o.Result = mustMarshal(Wrap(res))
+			}
+			storeOutcome(b, idem, now, o)
+		}
+	}
 	return res
 }
 

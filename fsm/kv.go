@@ -28,6 +28,9 @@ func (c *applyCtx) kvOps(ops []*fsmpb.KVOp) ([]*fsmpb.KVResult, int) {
 // order; a required op that loses rolls the whole call back.
 func applyKV(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 	in := cmd.GetKv()
+	if c.meta.KvDisabled {
+		return &fsmpb.KVBatchResult{Ok: false, Reason: ReasonKVDisabled, FailedIndex: -1}, false
+	}
 	res, failed := c.kvOps(in.Ops)
 	if failed >= 0 {
 		return &fsmpb.KVBatchResult{Ok: false, Reason: ReasonKVPrecondition, FailedIndex: int32(failed), Results: res}, false

@@ -25,6 +25,10 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		return &fsmpb.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
 	}
 
+	if len(in.Kv) > 0 && c.meta.KvDisabled {
+		return refuse(ReasonKVDisabled, "kv is disabled by the operator")
+	}
+
 	// 1. Acks, judged together against the state before the transaction.
 	var ackItems []*fsmpb.AckItem
 	var ackAt []int

@@ -35,12 +35,22 @@ func bad(msg string) error { return &badRequest{status: http.StatusBadRequest, m
 
 // writeDecodeError writes a decoder error.
 func writeDecodeError(w http.ResponseWriter, err error) {
+	status, body := decodeErrorBody(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// decodeErrorBody renders a decoder error as its status and JSON body.
+func decodeErrorBody(err error) (int, []byte) {
 	var br *badRequest
+	eb := errorBody{Error: err.Error()}
+	status := http.StatusBadRequest
 	if errors.As(err, &br) {
-		writeJSON(w, br.status, errorBody{Error: br.msg, Reason: br.reason, Detail: br.detail})
-		return
+		status, eb = br.status, errorBody{Error: br.msg, Reason: br.reason, Detail: br.detail}
 	}
-	writeError(w, http.StatusBadRequest, err.Error())
+	b, _ := json.Marshal(eb)
+	return status, append(b, '\n')
 }
 
 // readBody reads the whole body within the size limit: 413 past it, 400

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/fsm/fsmpb"
 	"github.com/queen-node/queen-node/kvstore"
@@ -18,86 +20,116 @@ func (a *API) kvBatch(w http.ResponseWriter, r *http.Request) {
 		writeDecodeError(w, err)
 		return
 	}
+	idem, handled := a.idempotency(w, r, body, a.renderKVBatch)
+	if handled {
+		return
+	}
+	ops, err := parseKVBody(body)
+	if err != nil {
+		a.refuse(w, r, idem, err)
+		return
+	}
+	if !hasWrites(ops) {
+		// Reads are safe to repeat: nothing to store under a key.
+		if !a.allowKVRead(w) {
+			return
+		}
+		res, ok := a.readKV(w, r, ops)
+		if ok {
+			a.renderKVBatch(w, res)
+		}
+		return
+	}
+	res, ok := a.apply(w, r, idem, &fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: ops}}}, a.renderKVBatch)
+	if ok {
+		a.renderKVBatch(w, res)
+	}
+}
+
+func parseKVBody(body []byte) ([]*fsmpb.KVOp, error) {
 	var raws []json.RawMessage
 	switch firstByte(body) {
 	case '[':
 		if err := json.Unmarshal(body, &raws); err != nil {
-			writeDecodeError(w, bad("Invalid JSON: "+err.Error()))
-			return
+			return nil, bad("Invalid JSON: " + err.Error())
 		}
-	case '{':
+	default:
 		o, err := parseObject(body)
 		if err != nil {
-			writeDecodeError(w, err)
-			return
+			return nil, err
 		}
 		var ok bool
 		if raws, ok = array(o["operations"]); !ok {
-			writeDecodeError(w, kvBad("kv_bad_request", "operations must be an array"))
-			return
-		}
-	default:
-		if _, err := parseObject(body); err != nil {
-			writeDecodeError(w, err)
-			return
+			return nil, kvBad("kv_bad_request", "operations must be an array")
 		}
 	}
 	if len(raws) == 0 {
-		writeDecodeError(w, kvBad("kv_bad_request", "operations must not be empty"))
+		return nil, kvBad("kv_bad_request", "operations must not be empty")
+	}
+	return parseKVOps(raws, false)
+}
+
+func hasWrites(ops []*fsmpb.KVOp) bool {
+	for _, op := range ops {
+		if kvstore.Gates(op.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *API) renderKVBatch(w http.ResponseWriter, res proto.Message) {
+	kr := res.(*fsmpb.KVBatchResult)
+	if kr.Reason == fsm.ReasonKVDisabled {
+		writeKVDisabled(w)
 		return
 	}
-	ops, err := parseKVOps(raws, false)
-	if err != nil {
-		writeDecodeError(w, err)
+	if !kr.Ok {
+		writeJSON(w, http.StatusOK, kvRefusal(kr))
 		return
 	}
-	res, ok := a.runKV(w, r, ops)
-	if !ok {
-		return
-	}
-	if !res.Ok {
-		writeJSON(w, http.StatusOK, kvRefusal(res))
-		return
-	}
-	out := make([]map[string]any, len(res.Results))
-	for i, kr := range res.Results {
-		out[i] = kvResultOut(kr)
+	out := make([]map[string]any, len(kr.Results))
+	for i, r := range kr.Results {
+		out[i] = kvResultOut(r)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "results": out})
 }
 
-// runKV applies ops: reads only go to the read path, anything else is one
-// entry. It writes the error response itself when it fails.
-func (a *API) runKV(w http.ResponseWriter, r *http.Request, ops []*fsmpb.KVOp) (*fsmpb.KVBatchResult, bool) {
-	writes := false
-	for _, op := range ops {
-		if kvstore.Gates(op.Kind) {
-			writes = true
-		}
-	}
-	if !writes {
-		res := &fsmpb.KVBatchResult{Ok: true, FailedIndex: -1}
-		err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-			now := a.b.Now()
-			for _, op := range ops {
-				res.Results = append(res.Results, rd.KV(op, now))
-			}
+// readKV answers read-only ops from a linearizable read. The operator's
+// kill switch is read in the same view (writes are refused by apply).
+func (a *API) readKV(w http.ResponseWriter, r *http.Request, ops []*fsmpb.KVOp) (*fsmpb.KVBatchResult, bool) {
+	res := &fsmpb.KVBatchResult{Ok: true, FailedIndex: -1}
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+		if !rd.Switches().KvEnabled {
+			res = &fsmpb.KVBatchResult{Reason: fsm.ReasonKVDisabled}
 			return nil
-		})
-		if err != nil {
-			writeBackendError(w, err)
-			return nil, false
 		}
-		return res, true
-	}
-	ctx, cancel := a.writeCtx(r)
-	defer cancel()
-	res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: ops}}})
+		now := a.b.Now()
+		for _, op := range ops {
+			res.Results = append(res.Results, rd.KV(op, now))
+		}
+		return nil
+	})
 	if err != nil {
 		writeBackendError(w, err)
 		return nil, false
 	}
-	return res.(*fsmpb.KVBatchResult), true
+	return res, true
+}
+
+// allowKVRead spends one token of the node's KV read rate, or answers 429.
+func (a *API) allowKVRead(w http.ResponseWriter) bool {
+	if a.kvReads == nil || a.kvReads.Allow() {
+		return true
+	}
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "kv read rate exceeded on this node", Code: "kv_rate_limited"})
+	return false
+}
+
+func writeKVDisabled(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "5")
+	writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "kv is disabled by the operator (GET /api/v1/system/kv-timers)", Code: "kv_disabled"})
 }
 
 func kvRefusal(res *fsmpb.KVBatchResult) map[string]any {
@@ -169,13 +201,28 @@ func (a *API) kvPath(w http.ResponseWriter, r *http.Request, o object) {
 		writeDecodeError(w, err)
 		return
 	}
-	res, ok := a.runKV(w, r, []*fsmpb.KVOp{op})
-	if !ok {
+	render := func(w http.ResponseWriter, res proto.Message) {
+		kr := res.(*fsmpb.KVBatchResult)
+		switch {
+		case kr.Reason == fsm.ReasonKVDisabled:
+			writeKVDisabled(w)
+		case !kr.Ok:
+			writeJSON(w, http.StatusOK, kvRefusal(kr))
+		default:
+			writeJSON(w, http.StatusOK, kvResultOut(kr.Results[0]))
+		}
+	}
+	ops := []*fsmpb.KVOp{op}
+	if !hasWrites(ops) {
+		if !a.allowKVRead(w) {
+			return
+		}
+		if res, ok := a.readKV(w, r, ops); ok {
+			render(w, res)
+		}
 		return
 	}
-	if !res.Ok {
-		writeJSON(w, http.StatusOK, kvRefusal(res))
-		return
+	if res, ok := a.apply(w, r, nil, &fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: ops}}}, render); ok {
+		render(w, res)
 	}
-	writeJSON(w, http.StatusOK, kvResultOut(res.Results[0]))
 }

@@ -38,7 +38,9 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startLive(t *testing.T) *live {
+func startLive(t *testing.T) *live { return startLiveWith(t, httpapi.Config{}) }
+
+func startLiveWith(t *testing.T, cfg httpapi.Config) *live {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	n, err := cluster.Start(cluster.Config{NodeID: "live", DataDir: t.TempDir(), RaftAddr: freePort(t),
@@ -47,7 +49,8 @@ func startLive(t *testing.T) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Registry: reg}))
+	cfg.Backend, cfg.Registry = n, reg
+	srv := httptest.NewServer(httpapi.New(cfg))
 	t.Cleanup(func() { srv.Close(); n.Shutdown() })
 	l := &live{t: t, url: srv.URL, node: n}
 	deadline := time.Now().Add(10 * time.Second)
@@ -65,19 +68,28 @@ func startLive(t *testing.T) *live {
 
 func (l *live) do(method, path, body string) (int, []byte) {
 	l.t.Helper()
+	code, b, _ := l.doH(method, path, body, nil)
+	return code, b
+}
+
+func (l *live) doH(method, path, body string, hdr map[string]string) (int, []byte, http.Header) {
+	l.t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
 	}
 	req, _ := http.NewRequest(method, l.url+path, r)
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp.StatusCode, b, resp.Header
 }
 
 func (l *live) json(method, path, body string, want int, out any) {
@@ -263,5 +275,83 @@ func TestLiveBadInputChangesNothing(t *testing.T) {
 	code, _ := l.do("GET", "/api/v1/resources/queues/bad", "")
 	if code != 404 {
 		t.Fatalf("a refused request created the queue: %d", code)
+	}
+}
+
+func TestLiveIdempotencyKey(t *testing.T) {
+	l := startLive(t)
+	key := map[string]string{"Idempotency-Key": "pay-123"}
+	// No transactionId: without the key a retry would store a second message.
+	body := `{"items":[{"queue":"idem","payload":{"amount":100}}]}`
+	c1, b1, h1 := l.doH("POST", "/api/v1/push", body, key)
+	c2, b2, h2 := l.doH("POST", "/api/v1/push", body, key)
+	if c1 != 201 || c2 != 201 || !bytes.Equal(b1, b2) {
+		t.Fatalf("retry answered %d %s, first %d %s", c2, b2, c1, b1)
+	}
+	if h1.Get("Idempotent-Replayed") != "" || h2.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay header: first %q, retry %q", h1.Get("Idempotent-Replayed"), h2.Get("Idempotent-Replayed"))
+	}
+	if p := l.pop("/api/v1/pop/queue/idem?batch=10"); len(p.Messages) != 1 {
+		t.Fatalf("%d messages stored, want 1", len(p.Messages))
+	}
+	// The same key with another body is a client mistake.
+	if c, b, _ := l.doH("POST", "/api/v1/push", `{"items":[{"queue":"idem","payload":{"amount":999}}]}`, key); c != 422 {
+		t.Fatalf("reused key: %d %s", c, b)
+	}
+	// A definitive 4xx is stored too.
+	bad := map[string]string{"Idempotency-Key": "bad-1"}
+	c3, b3, _ := l.doH("POST", "/api/v1/push", `{"items":5}`, bad)
+	c4, b4, h4 := l.doH("POST", "/api/v1/push", `{"items":5}`, bad)
+	if c3 != 400 || c4 != 400 || !bytes.Equal(b3, b4) || h4.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("stored 4xx: %d %s then %d %s %v", c3, b3, c4, b4, h4)
+	}
+	// Transactions and KV writes take the header too.
+	txn := `{"operations":[{"type":"push","items":[{"queue":"idem2","payload":1}]}],"kv":[{"op":"incr","ns":"idem","key":"n","delta":1,"forever":true}]}`
+	tk := map[string]string{"Idempotency-Key": "txn-1"}
+	l.doH("POST", "/api/v1/transaction", txn, tk)
+	if c, b, h := l.doH("POST", "/api/v1/transaction", txn, tk); c != 200 || h.Get("Idempotent-Replayed") != "true" || !bytes.Contains(b, []byte(`"success":true`)) {
+		t.Fatalf("txn replay: %d %s", c, b)
+	}
+	kk := map[string]string{"Idempotency-Key": "kv-1"}
+	incr := `{"operations":[{"op":"incr","ns":"idem","key":"n","delta":1,"forever":true}]}`
+	l.doH("POST", "/api/v1/kv", incr, kk)
+	l.doH("POST", "/api/v1/kv", incr, kk)
+	var got map[string]any
+	l.json("GET", "/api/v1/kv/idem/n", "", 200, &got)
+	if got["value"] != float64(2) {
+		t.Fatalf("counter = %v, want 2 (one txn incr + one kv incr, retries replayed)", got["value"])
+	}
+	if c, _, _ := l.doH("POST", "/api/v1/push", body, map[string]string{"Idempotency-Key": strings.Repeat("k", 300)}); c != 400 {
+		t.Fatalf("oversized key: %d", c)
+	}
+}
+
+func TestLiveKVSwitchAndReadRate(t *testing.T) {
+	l := startLiveWith(t, httpapi.Config{KVReadRate: 1})
+	code, _, hdr := l.doH("GET", "/api/v1/kv/ns/a", "", nil)
+	for i := 0; i < 5 && code == 200; i++ {
+		code, _, hdr = l.doH("GET", "/api/v1/kv/ns/a", "", nil)
+	}
+	if code != 429 || hdr.Get("Retry-After") == "" {
+		t.Fatalf("read rate: %d %v", code, hdr)
+	}
+	var sw map[string]any
+	l.json("POST", "/api/v1/system/kv-timers", `{"kv":false}`, 200, &sw)
+	if sw["kvEnabled"] != false {
+		t.Fatalf("switches: %v", sw)
+	}
+	if c, b := l.do("POST", "/api/v1/kv", `{"operations":[{"op":"put","ns":"a","key":"k","value":1,"forever":true}]}`); c != 503 || !bytes.Contains(b, []byte("kv_disabled")) {
+		t.Fatalf("kv write while off: %d %s", c, b)
+	}
+	if c, b := l.do("POST", "/api/v1/transaction", `{"kv":[{"op":"put","ns":"a","key":"k","value":1,"forever":true}]}`); c != 403 {
+		t.Fatalf("transaction with kv while off: %d %s", c, b)
+	}
+	if c, _ := l.do("POST", "/api/v1/system/kv-timers", `{}`); c != 400 {
+		t.Fatalf("empty switch body: %d", c)
+	}
+	l.json("POST", "/api/v1/system/kv-timers", `{"kv":true}`, 200, &sw)
+	l.json("GET", "/api/v1/system/kv-timers", "", 200, &sw)
+	if sw["kvEnabled"] != true {
+		t.Fatalf("switches: %v", sw)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
@@ -131,36 +132,47 @@ func pushOut(i int, r *fsmpb.PushItemResult) pushItemOut {
 
 // push is POST /api/v1/push: one entry for the whole request.
 func (a *API) push(w http.ResponseWriter, r *http.Request) {
-	o, err := a.readObject(r)
+	body, err := a.readBody(r)
 	if err != nil {
 		writeDecodeError(w, err)
 		return
 	}
-	items, err := parsePushItems(o["items"])
-	if err != nil {
-		writeDecodeError(w, err)
+	idem, handled := a.idempotency(w, r, body, a.renderPush)
+	if handled {
 		return
 	}
-	if len(items) == 0 {
+	o, err := parseObject(body)
+	var items []*fsmpb.PushItem
+	if err == nil {
+		items, err = parsePushItems(o["items"])
+	}
+	if err != nil {
+		a.refuse(w, r, idem, err)
+		return
+	}
+	if len(items) == 0 && idem == nil {
 		writeJSON(w, http.StatusCreated, []pushItemOut{})
 		return
 	}
-	ctx, cancel := a.writeCtx(r)
-	defer cancel()
-	res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}})
-	if err != nil {
-		writeBackendError(w, err)
+	res, ok := a.apply(w, r, idem, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}}, a.renderPush)
+	if !ok {
 		return
 	}
-	pr := res.(*fsmpb.PushResult)
-	out := make([]pushItemOut, len(pr.Items))
 	queued := 0
-	for i, it := range pr.Items {
-		out[i] = pushOut(i, it)
+	for _, it := range res.(*fsmpb.PushResult).Items {
 		if it.Status == fsmpb.PushItemResult_QUEUED {
 			queued++
 		}
 	}
 	a.m.pushed.Add(float64(queued))
+	a.renderPush(w, res)
+}
+
+func (a *API) renderPush(w http.ResponseWriter, res proto.Message) {
+	pr := res.(*fsmpb.PushResult)
+	out := make([]pushItemOut, len(pr.Items))
+	for i, it := range pr.Items {
+		out[i] = pushOut(i, it)
+	}
 	writeJSON(w, http.StatusCreated, out)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/fsm"
@@ -39,7 +40,12 @@ type Config struct {
 	DefaultSubscriptionMode string
 	// RequestTimeout bounds a write's wait for its entry; 0 = 10s.
 	RequestTimeout time.Duration
-	Version        string
+	// IdempotencyTTL is how long an Idempotency-Key's answer is kept; 0 = 24h.
+	IdempotencyTTL time.Duration
+	// KVReadRate limits KV reads outside transactions on this node, per
+	// second (burst twice that); 0 = the default 200, < 0 = unlimited.
+	KVReadRate float64
+	Version    string
 }
 
 // API is the HTTP handler.
@@ -50,6 +56,7 @@ type API struct {
 	mux     *http.ServeMux
 	m       *apiMetrics
 	started time.Time
+	kvReads *rate.Limiter
 }
 
 // New builds the handler.
@@ -69,7 +76,16 @@ func New(cfg Config) *API {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.IdempotencyTTL == 0 {
+		cfg.IdempotencyTTL = 24 * time.Hour
+	}
+	if cfg.KVReadRate == 0 {
+		cfg.KVReadRate = 200
+	}
 	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
+	if cfg.KVReadRate > 0 {
+		a.kvReads = rate.NewLimiter(rate.Limit(cfg.KVReadRate), int(2*cfg.KVReadRate))
+	}
 	var reg prometheus.Registerer
 	if cfg.Registry != nil {
 		reg = cfg.Registry
@@ -110,6 +126,8 @@ func (a *API) routes() {
 	h("GET /api/v1/kv/{ns}/{key...}", a.kvGet)
 	h("PUT /api/v1/kv/{ns}/{key...}", a.kvPut)
 	h("DELETE /api/v1/kv/{ns}/{key...}", a.kvDelete)
+	h("GET /api/v1/system/kv-timers", a.getSwitches)
+	h("POST /api/v1/system/kv-timers", a.setSwitches)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/fsm/fsmpb"
@@ -115,28 +116,42 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 }
 
 func (a *API) transaction(w http.ResponseWriter, r *http.Request) {
-	o, err := a.readObject(r)
+	body, err := a.readBody(r)
 	if err != nil {
 		writeDecodeError(w, err)
 		return
 	}
-	in, verdict, err := parseTransaction(o)
+	idem, handled := a.idempotency(w, r, body, a.renderTxn)
+	if handled {
+		return
+	}
+	o, err := parseObject(body)
+	var in *fsmpb.Transaction
+	var verdict map[string]any
+	if err == nil {
+		in, verdict, err = parseTransaction(o)
+	}
 	if err != nil {
-		writeDecodeError(w, err)
+		a.refuse(w, r, idem, err)
 		return
 	}
 	if verdict != nil {
 		writeJSON(w, http.StatusOK, verdict)
 		return
 	}
-	ctx, cancel := a.writeCtx(r)
-	defer cancel()
-	res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: in}})
-	if err != nil {
-		writeBackendError(w, err)
+	res, ok := a.apply(w, r, idem, &fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: in}}, a.renderTxn)
+	if ok {
+		a.renderTxn(w, res)
+	}
+}
+
+func (a *API) renderTxn(w http.ResponseWriter, res proto.Message) {
+	tr := res.(*fsmpb.TxnResult)
+	if tr.Reason == fsm.ReasonKVDisabled {
+		writeJSON(w, http.StatusForbidden, errorBody{Error: "kv is disabled by the operator (GET /api/v1/system/kv-timers)", Code: "kv_disabled"})
 		return
 	}
-	writeJSON(w, http.StatusOK, txnOut(res.(*fsmpb.TxnResult)))
+	writeJSON(w, http.StatusOK, txnOut(tr))
 }
 
 // txnOut shapes a transaction verdict (spec §4.5, addendum §3).

@@ -29,6 +29,8 @@ type config struct {
 	SnapshotInterval        time.Duration
 	LogLevel                string
 	Pprof                   bool
+	IdempotencyTTL          time.Duration
+	KVReadRate              float64
 }
 
 type flagSpec struct {
@@ -101,6 +103,25 @@ var flagTable = []flagSpec{
 			return errors.New("must be a duration >= 10ms")
 		}
 		c.SnapshotInterval = d
+		return nil
+	}},
+	{"idempotency-ttl", "24h", "how long an Idempotency-Key's first answer is kept", func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return errors.New("must be a duration >= 1s")
+		}
+		c.IdempotencyTTL = d
+		return nil
+	}},
+	{"kv-read-rate", "200", "KV reads per second on this node outside transactions (burst twice that); 0 = unlimited", func(c *config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return errors.New("must be a number >= 0")
+		}
+		c.KVReadRate = f
+		if f == 0 {
+			c.KVReadRate = -1 // unlimited
+		}
 		return nil
 	}},
 	{"pprof", "false", "serve /debug/pprof/ on the HTTP address", func(c *config, v string) error {

@@ -70,6 +70,7 @@ func run(args []string) error {
 	api := httpapi.New(httpapi.Config{
 		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
 		DefaultSubscriptionMode: cfg.DefaultSubscriptionMode, Version: version,
+		IdempotencyTTL: cfg.IdempotencyTTL, KVReadRate: cfg.KVReadRate,
 	})
 	var handler http.Handler = api
 	if cfg.Pprof {

@@ -148,6 +148,10 @@ type Command struct {
 	// Set on commands that an older FSM may skip without diverging. An entry
 	// whose body this FSM does not know panics unless this is set.
 	Skippable bool `protobuf:"varint,2,opt,name=skippable,proto3" json:"skippable,omitempty"`
+	// A client's Idempotency-Key: apply answers a key it has seen with the
+	// stored outcome instead of applying again, and stores this command's
+	// outcome under the key in the same entry.
+	Idempotency *Idempotency `protobuf:"bytes,3,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Command_Noop
@@ -161,7 +165,7 @@ type Command struct {
 	//	*Command_Sweep
 	//	*Command_Kv
 	//	*Command_SetSwitches
-	//	*Command_Idempotency
+	//	*Command_IdempotencyRecord
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -209,6 +213,13 @@ func (x *Command) GetSkippable() bool {
 		return x.Skippable
 	}
 	return false
+}
+
+func (x *Command) GetIdempotency() *Idempotency {
+	if x != nil {
+		return x.Idempotency
+	}
+	return nil
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -317,10 +328,10 @@ func (x *Command) GetSetSwitches() *SetSwitches {
 	return nil
 }
 
-func (x *Command) GetIdempotency() *IdempotencyRecord {
+func (x *Command) GetIdempotencyRecord() *IdempotencyRecord {
 	if x != nil {
-		if x, ok := x.Body.(*Command_Idempotency); ok {
-			return x.Idempotency
+		if x, ok := x.Body.(*Command_IdempotencyRecord); ok {
+			return x.IdempotencyRecord
 		}
 	}
 	return nil
@@ -374,8 +385,8 @@ type Command_SetSwitches struct {
 	SetSwitches *SetSwitches `protobuf:"bytes,20,opt,name=set_switches,json=setSwitches,proto3,oneof"`
 }
 
-type Command_Idempotency struct {
-	Idempotency *IdempotencyRecord `protobuf:"bytes,21,opt,name=idempotency,proto3,oneof"`
+type Command_IdempotencyRecord struct {
+	IdempotencyRecord *IdempotencyRecord `protobuf:"bytes,21,opt,name=idempotency_record,json=idempotencyRecord,proto3,oneof"`
 }
 
 func (*Command_Noop) isCommand_Body() {}
@@ -400,7 +411,7 @@ func (*Command_Kv) isCommand_Body() {}
 
 func (*Command_SetSwitches) isCommand_Body() {}
 
-func (*Command_Idempotency) isCommand_Body() {}
+func (*Command_IdempotencyRecord) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1547,23 +1558,80 @@ func (x *SetSwitches) GetTimersFireEnabled() bool {
 	return false
 }
 
-// IdempotencyRecord stores the first definitive answer to a request that
-// carried an Idempotency-Key, so a retry gets the same answer.
-type IdempotencyRecord struct {
+type Idempotency struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	RequestHash   []byte                 `protobuf:"bytes,2,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"`
-	Status        int32                  `protobuf:"varint,3,opt,name=status,proto3" json:"status,omitempty"`
-	Body          []byte                 `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
-	ExpiresUs     int64                  `protobuf:"varint,5,opt,name=expires_us,json=expiresUs,proto3" json:"expires_us,omitempty"`
-	Headers       []string               `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
+	RequestHash   []byte                 `protobuf:"bytes,2,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"` // sha256 of method, path and body
+	TtlSeconds    int64                  `protobuf:"varint,3,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Idempotency) Reset() {
+	*x = Idempotency{}
+	mi := &file_commands_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Idempotency) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Idempotency) ProtoMessage() {}
+
+func (x *Idempotency) ProtoReflect() protoreflect.Message {
+	mi := &file_commands_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Idempotency.ProtoReflect.Descriptor instead.
+func (*Idempotency) Descriptor() ([]byte, []int) {
+	return file_commands_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Idempotency) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Idempotency) GetRequestHash() []byte {
+	if x != nil {
+		return x.RequestHash
+	}
+	return nil
+}
+
+func (x *Idempotency) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+// IdempotencyRecord stores a definitive answer the front end produced
+// without a state change (a 4xx), under the request's key.
+type IdempotencyRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Idempotency   *Idempotency           `protobuf:"bytes,1,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
+	Status        int32                  `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	Body          []byte                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_commands_proto_msgTypes[16]
+	mi := &file_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1643,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[16]
+	mi := &file_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,19 +1656,12 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{16}
+	return file_commands_proto_rawDescGZIP(), []int{17}
 }
 
-func (x *IdempotencyRecord) GetKey() string {
+func (x *IdempotencyRecord) GetIdempotency() *Idempotency {
 	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *IdempotencyRecord) GetRequestHash() []byte {
-	if x != nil {
-		return x.RequestHash
+		return x.Idempotency
 	}
 	return nil
 }
@@ -1619,28 +1680,15 @@ func (x *IdempotencyRecord) GetBody() []byte {
 	return nil
 }
 
-func (x *IdempotencyRecord) GetExpiresUs() int64 {
-	if x != nil {
-		return x.ExpiresUs
-	}
-	return 0
-}
-
-func (x *IdempotencyRecord) GetHeaders() []string {
-	if x != nil {
-		return x.Headers
-	}
-	return nil
-}
-
 var File_commands_proto protoreflect.FileDescriptor
 
 const file_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x0ecommands.proto\x12\fqueen.fsm.v1\x1a\rrecords.proto\"\xbf\x05\n" +
+	"\x0ecommands.proto\x12\fqueen.fsm.v1\x1a\rrecords.proto\"\x89\x06\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
-	"\tskippable\x18\x02 \x01(\bR\tskippable\x12(\n" +
+	"\tskippable\x18\x02 \x01(\bR\tskippable\x12;\n" +
+	"\vidempotency\x18\x03 \x01(\v2\x19.queen.fsm.v1.IdempotencyR\vidempotency\x12(\n" +
 	"\x04noop\x18\n" +
 	" \x01(\v2\x12.queen.fsm.v1.NoopH\x00R\x04noop\x12(\n" +
 	"\x04push\x18\v \x01(\v2\x12.queen.fsm.v1.PushH\x00R\x04push\x12%\n" +
@@ -1652,8 +1700,8 @@ const file_commands_proto_rawDesc = "" +
 	"\fdelete_queue\x18\x11 \x01(\v2\x19.queen.fsm.v1.DeleteQueueH\x00R\vdeleteQueue\x12+\n" +
 	"\x05sweep\x18\x12 \x01(\v2\x13.queen.fsm.v1.SweepH\x00R\x05sweep\x12'\n" +
 	"\x02kv\x18\x13 \x01(\v2\x15.queen.fsm.v1.KVBatchH\x00R\x02kv\x12>\n" +
-	"\fset_switches\x18\x14 \x01(\v2\x19.queen.fsm.v1.SetSwitchesH\x00R\vsetSwitches\x12C\n" +
-	"\vidempotency\x18\x15 \x01(\v2\x1f.queen.fsm.v1.IdempotencyRecordH\x00R\vidempotencyB\x06\n" +
+	"\fset_switches\x18\x14 \x01(\v2\x19.queen.fsm.v1.SetSwitchesH\x00R\vsetSwitches\x12P\n" +
+	"\x12idempotency_record\x18\x15 \x01(\v2\x1f.queen.fsm.v1.IdempotencyRecordH\x00R\x11idempotencyRecordB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -1770,15 +1818,16 @@ const file_commands_proto_rawDesc = "" +
 	"\x10_pop_maintenanceB\r\n" +
 	"\v_kv_enabledB\x1a\n" +
 	"\x18_timers_schedule_enabledB\x16\n" +
-	"\x14_timers_fire_enabled\"\xad\x01\n" +
-	"\x11IdempotencyRecord\x12\x10\n" +
+	"\x14_timers_fire_enabled\"c\n" +
+	"\vIdempotency\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12!\n" +
-	"\frequest_hash\x18\x02 \x01(\fR\vrequestHash\x12\x16\n" +
-	"\x06status\x18\x03 \x01(\x05R\x06status\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\fR\x04body\x12\x1d\n" +
-	"\n" +
-	"expires_us\x18\x05 \x01(\x03R\texpiresUs\x12\x18\n" +
-	"\aheaders\x18\x06 \x03(\tR\aheadersB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
+	"\frequest_hash\x18\x02 \x01(\fR\vrequestHash\x12\x1f\n" +
+	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
+	"ttlSeconds\"|\n" +
+	"\x11IdempotencyRecord\x12;\n" +
+	"\vidempotency\x18\x01 \x01(\v2\x19.queen.fsm.v1.IdempotencyR\vidempotency\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\x05R\x06status\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04bodyB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
 var (
 	file_commands_proto_rawDescOnce sync.Once
@@ -1793,7 +1842,7 @@ func file_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_commands_proto_goTypes = []any{
 	(Pop_Subscription)(0),     // 0: queen.fsm.v1.Pop.Subscription
 	(KVOp_Kind)(0),            // 1: queen.fsm.v1.KVOp.Kind
@@ -1813,37 +1862,40 @@ var file_commands_proto_goTypes = []any{
 	(*KVOp)(nil),              // 15: queen.fsm.v1.KVOp
 	(*KVBatch)(nil),           // 16: queen.fsm.v1.KVBatch
 	(*SetSwitches)(nil),       // 17: queen.fsm.v1.SetSwitches
-	(*IdempotencyRecord)(nil), // 18: queen.fsm.v1.IdempotencyRecord
-	(*QueueOptions)(nil),      // 19: queen.fsm.v1.QueueOptions
+	(*Idempotency)(nil),       // 18: queen.fsm.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 19: queen.fsm.v1.IdempotencyRecord
+	(*QueueOptions)(nil),      // 20: queen.fsm.v1.QueueOptions
 }
 var file_commands_proto_depIdxs = []int32{
-	3,  // 0: queen.fsm.v1.Command.noop:type_name -> queen.fsm.v1.Noop
-	5,  // 1: queen.fsm.v1.Command.push:type_name -> queen.fsm.v1.Push
-	6,  // 2: queen.fsm.v1.Command.pop:type_name -> queen.fsm.v1.Pop
-	8,  // 3: queen.fsm.v1.Command.ack:type_name -> queen.fsm.v1.Ack
-	10, // 4: queen.fsm.v1.Command.transaction:type_name -> queen.fsm.v1.Transaction
-	11, // 5: queen.fsm.v1.Command.extend_lease:type_name -> queen.fsm.v1.ExtendLease
-	12, // 6: queen.fsm.v1.Command.configure:type_name -> queen.fsm.v1.Configure
-	13, // 7: queen.fsm.v1.Command.delete_queue:type_name -> queen.fsm.v1.DeleteQueue
-	14, // 8: queen.fsm.v1.Command.sweep:type_name -> queen.fsm.v1.Sweep
-	16, // 9: queen.fsm.v1.Command.kv:type_name -> queen.fsm.v1.KVBatch
-	17, // 10: queen.fsm.v1.Command.set_switches:type_name -> queen.fsm.v1.SetSwitches
-	18, // 11: queen.fsm.v1.Command.idempotency:type_name -> queen.fsm.v1.IdempotencyRecord
-	4,  // 12: queen.fsm.v1.Push.items:type_name -> queen.fsm.v1.PushItem
-	0,  // 13: queen.fsm.v1.Pop.subscription:type_name -> queen.fsm.v1.Pop.Subscription
-	7,  // 14: queen.fsm.v1.Ack.items:type_name -> queen.fsm.v1.AckItem
-	7,  // 15: queen.fsm.v1.TxnOp.ack:type_name -> queen.fsm.v1.AckItem
-	4,  // 16: queen.fsm.v1.TxnOp.push:type_name -> queen.fsm.v1.PushItem
-	9,  // 17: queen.fsm.v1.Transaction.ops:type_name -> queen.fsm.v1.TxnOp
-	15, // 18: queen.fsm.v1.Transaction.kv:type_name -> queen.fsm.v1.KVOp
-	19, // 19: queen.fsm.v1.Configure.options:type_name -> queen.fsm.v1.QueueOptions
-	1,  // 20: queen.fsm.v1.KVOp.kind:type_name -> queen.fsm.v1.KVOp.Kind
-	15, // 21: queen.fsm.v1.KVBatch.ops:type_name -> queen.fsm.v1.KVOp
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	18, // 0: queen.fsm.v1.Command.idempotency:type_name -> queen.fsm.v1.Idempotency
+	3,  // 1: queen.fsm.v1.Command.noop:type_name -> queen.fsm.v1.Noop
+	5,  // 2: queen.fsm.v1.Command.push:type_name -> queen.fsm.v1.Push
+	6,  // 3: queen.fsm.v1.Command.pop:type_name -> queen.fsm.v1.Pop
+	8,  // 4: queen.fsm.v1.Command.ack:type_name -> queen.fsm.v1.Ack
+	10, // 5: queen.fsm.v1.Command.transaction:type_name -> queen.fsm.v1.Transaction
+	11, // 6: queen.fsm.v1.Command.extend_lease:type_name -> queen.fsm.v1.ExtendLease
+	12, // 7: queen.fsm.v1.Command.configure:type_name -> queen.fsm.v1.Configure
+	13, // 8: queen.fsm.v1.Command.delete_queue:type_name -> queen.fsm.v1.DeleteQueue
+	14, // 9: queen.fsm.v1.Command.sweep:type_name -> queen.fsm.v1.Sweep
+	16, // 10: queen.fsm.v1.Command.kv:type_name -> queen.fsm.v1.KVBatch
+	17, // 11: queen.fsm.v1.Command.set_switches:type_name -> queen.fsm.v1.SetSwitches
+	19, // 12: queen.fsm.v1.Command.idempotency_record:type_name -> queen.fsm.v1.IdempotencyRecord
+	4,  // 13: queen.fsm.v1.Push.items:type_name -> queen.fsm.v1.PushItem
+	0,  // 14: queen.fsm.v1.Pop.subscription:type_name -> queen.fsm.v1.Pop.Subscription
+	7,  // 15: queen.fsm.v1.Ack.items:type_name -> queen.fsm.v1.AckItem
+	7,  // 16: queen.fsm.v1.TxnOp.ack:type_name -> queen.fsm.v1.AckItem
+	4,  // 17: queen.fsm.v1.TxnOp.push:type_name -> queen.fsm.v1.PushItem
+	9,  // 18: queen.fsm.v1.Transaction.ops:type_name -> queen.fsm.v1.TxnOp
+	15, // 19: queen.fsm.v1.Transaction.kv:type_name -> queen.fsm.v1.KVOp
+	20, // 20: queen.fsm.v1.Configure.options:type_name -> queen.fsm.v1.QueueOptions
+	1,  // 21: queen.fsm.v1.KVOp.kind:type_name -> queen.fsm.v1.KVOp.Kind
+	15, // 22: queen.fsm.v1.KVBatch.ops:type_name -> queen.fsm.v1.KVOp
+	18, // 23: queen.fsm.v1.IdempotencyRecord.idempotency:type_name -> queen.fsm.v1.Idempotency
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_commands_proto_init() }
@@ -1864,7 +1916,7 @@ func file_commands_proto_init() {
 		(*Command_Sweep)(nil),
 		(*Command_Kv)(nil),
 		(*Command_SetSwitches)(nil),
-		(*Command_Idempotency)(nil),
+		(*Command_IdempotencyRecord)(nil),
 	}
 	file_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -1877,7 +1929,7 @@ func file_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

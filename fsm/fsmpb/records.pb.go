@@ -907,8 +907,13 @@ type MetaRecord struct {
 	LastNowUs       int64                  `protobuf:"varint,2,opt,name=last_now_us,json=lastNowUs,proto3" json:"last_now_us,omitempty"` // effective time of the last applied command
 	PushMaintenance bool                   `protobuf:"varint,3,opt,name=push_maintenance,json=pushMaintenance,proto3" json:"push_maintenance,omitempty"`
 	PopMaintenance  bool                   `protobuf:"varint,4,opt,name=pop_maintenance,json=popMaintenance,proto3" json:"pop_maintenance,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Operator switches (addendum §4.4), stored inverted so that an absent
+	// field means "on".
+	KvDisabled             bool `protobuf:"varint,5,opt,name=kv_disabled,json=kvDisabled,proto3" json:"kv_disabled,omitempty"`
+	TimersScheduleDisabled bool `protobuf:"varint,6,opt,name=timers_schedule_disabled,json=timersScheduleDisabled,proto3" json:"timers_schedule_disabled,omitempty"`
+	TimersFireDisabled     bool `protobuf:"varint,7,opt,name=timers_fire_disabled,json=timersFireDisabled,proto3" json:"timers_fire_disabled,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *MetaRecord) Reset() {
@@ -967,6 +972,114 @@ func (x *MetaRecord) GetPopMaintenance() bool {
 		return x.PopMaintenance
 	}
 	return false
+}
+
+func (x *MetaRecord) GetKvDisabled() bool {
+	if x != nil {
+		return x.KvDisabled
+	}
+	return false
+}
+
+func (x *MetaRecord) GetTimersScheduleDisabled() bool {
+	if x != nil {
+		return x.TimersScheduleDisabled
+	}
+	return false
+}
+
+func (x *MetaRecord) GetTimersFireDisabled() bool {
+	if x != nil {
+		return x.TimersFireDisabled
+	}
+	return false
+}
+
+// StoredOutcome is what an Idempotency-Key maps to: the request's hash and
+// its first definitive outcome, either a command's result (re-rendered by
+// the front end on a replay) or a literal HTTP answer.
+type StoredOutcome struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestHash   []byte                 `protobuf:"bytes,1,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"`
+	ExpiresUs     int64                  `protobuf:"varint,2,opt,name=expires_us,json=expiresUs,proto3" json:"expires_us,omitempty"`
+	CreatedUs     int64                  `protobuf:"varint,3,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
+	Result        []byte                 `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`  // a marshalled fsmpb.Response
+	Status        int32                  `protobuf:"varint,5,opt,name=status,proto3" json:"status,omitempty"` // a literal answer: HTTP status and body
+	Body          []byte                 `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredOutcome) Reset() {
+	*x = StoredOutcome{}
+	mi := &file_records_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredOutcome) ProtoMessage() {}
+
+func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
+func (*StoredOutcome) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StoredOutcome) GetRequestHash() []byte {
+	if x != nil {
+		return x.RequestHash
+	}
+	return nil
+}
+
+func (x *StoredOutcome) GetExpiresUs() int64 {
+	if x != nil {
+		return x.ExpiresUs
+	}
+	return 0
+}
+
+func (x *StoredOutcome) GetCreatedUs() int64 {
+	if x != nil {
+		return x.CreatedUs
+	}
+	return 0
+}
+
+func (x *StoredOutcome) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *StoredOutcome) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *StoredOutcome) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
 }
 
 var File_records_proto protoreflect.FileDescriptor
@@ -1082,13 +1195,26 @@ const file_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
-	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xa5\x01\n" +
+	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xb2\x02\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12\x1e\n" +
 	"\vlast_now_us\x18\x02 \x01(\x03R\tlastNowUs\x12)\n" +
 	"\x10push_maintenance\x18\x03 \x01(\bR\x0fpushMaintenance\x12'\n" +
-	"\x0fpop_maintenance\x18\x04 \x01(\bR\x0epopMaintenanceB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
+	"\x0fpop_maintenance\x18\x04 \x01(\bR\x0epopMaintenance\x12\x1f\n" +
+	"\vkv_disabled\x18\x05 \x01(\bR\n" +
+	"kvDisabled\x128\n" +
+	"\x18timers_schedule_disabled\x18\x06 \x01(\bR\x16timersScheduleDisabled\x120\n" +
+	"\x14timers_fire_disabled\x18\a \x01(\bR\x12timersFireDisabled\"\xb4\x01\n" +
+	"\rStoredOutcome\x12!\n" +
+	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x1d\n" +
+	"\n" +
+	"expires_us\x18\x02 \x01(\x03R\texpiresUs\x12\x1d\n" +
+	"\n" +
+	"created_us\x18\x03 \x01(\x03R\tcreatedUs\x12\x16\n" +
+	"\x06result\x18\x04 \x01(\fR\x06result\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\x05R\x06status\x12\x12\n" +
+	"\x04body\x18\x06 \x01(\fR\x04bodyB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
 var (
 	file_records_proto_rawDescOnce sync.Once
@@ -1103,7 +1229,7 @@ func file_records_proto_rawDescGZIP() []byte {
 }
 
 var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_records_proto_goTypes = []any{
 	(GroupRecord_Mode)(0),   // 0: queen.fsm.v1.GroupRecord.Mode
 	(*QueueOptions)(nil),    // 1: queen.fsm.v1.QueueOptions
@@ -1115,6 +1241,7 @@ var file_records_proto_goTypes = []any{
 	(*GroupRecord)(nil),     // 7: queen.fsm.v1.GroupRecord
 	(*DLQRecord)(nil),       // 8: queen.fsm.v1.DLQRecord
 	(*MetaRecord)(nil),      // 9: queen.fsm.v1.MetaRecord
+	(*StoredOutcome)(nil),   // 10: queen.fsm.v1.StoredOutcome
 }
 var file_records_proto_depIdxs = []int32{
 	1, // 0: queen.fsm.v1.QueueRecord.options:type_name -> queen.fsm.v1.QueueOptions
@@ -1139,7 +1266,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1565,17 +1565,62 @@ func (x *SwitchesResult) GetTimersFireEnabled() bool {
 	return false
 }
 
+// Replay answers a command whose Idempotency-Key was seen before: nothing
+// was applied, and this is the stored outcome.
+type Replay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcome       *StoredOutcome         `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replay) Reset() {
+	*x = Replay{}
+	mi := &file_results_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replay) ProtoMessage() {}
+
+func (x *Replay) ProtoReflect() protoreflect.Message {
+	mi := &file_results_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replay.ProtoReflect.Descriptor instead.
+func (*Replay) Descriptor() ([]byte, []int) {
+	return file_results_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Replay) GetOutcome() *StoredOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
 type IdempotencyResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stored        bool                   `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"` // false: a record with this key already existed
-	Existing      *IdempotencyRecordOut  `protobuf:"bytes,2,opt,name=existing,proto3" json:"existing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IdempotencyResult) Reset() {
 	*x = IdempotencyResult{}
-	mi := &file_results_proto_msgTypes[17]
+	mi := &file_results_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1632,7 @@ func (x *IdempotencyResult) String() string {
 func (*IdempotencyResult) ProtoMessage() {}
 
 func (x *IdempotencyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[17]
+	mi := &file_results_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1645,7 @@ func (x *IdempotencyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyResult.ProtoReflect.Descriptor instead.
 func (*IdempotencyResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{17}
+	return file_results_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *IdempotencyResult) GetStored() bool {
@@ -1608,81 +1653,6 @@ func (x *IdempotencyResult) GetStored() bool {
 		return x.Stored
 	}
 	return false
-}
-
-func (x *IdempotencyResult) GetExisting() *IdempotencyRecordOut {
-	if x != nil {
-		return x.Existing
-	}
-	return nil
-}
-
-type IdempotencyRecordOut struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestHash   []byte                 `protobuf:"bytes,1,opt,name=request_hash,json=requestHash,proto3" json:"request_hash,omitempty"`
-	Status        int32                  `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
-	Body          []byte                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
-	Headers       []string               `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *IdempotencyRecordOut) Reset() {
-	*x = IdempotencyRecordOut{}
-	mi := &file_results_proto_msgTypes[18]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *IdempotencyRecordOut) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*IdempotencyRecordOut) ProtoMessage() {}
-
-func (x *IdempotencyRecordOut) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[18]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use IdempotencyRecordOut.ProtoReflect.Descriptor instead.
-func (*IdempotencyRecordOut) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{18}
-}
-
-func (x *IdempotencyRecordOut) GetRequestHash() []byte {
-	if x != nil {
-		return x.RequestHash
-	}
-	return nil
-}
-
-func (x *IdempotencyRecordOut) GetStatus() int32 {
-	if x != nil {
-		return x.Status
-	}
-	return 0
-}
-
-func (x *IdempotencyRecordOut) GetBody() []byte {
-	if x != nil {
-		return x.Body
-	}
-	return nil
-}
-
-func (x *IdempotencyRecordOut) GetHeaders() []string {
-	if x != nil {
-		return x.Headers
-	}
-	return nil
 }
 
 // Response wraps a result for the forwarding path (grpcapi), which must carry
@@ -1703,6 +1673,7 @@ type Response struct {
 	//	*Response_Kv
 	//	*Response_Switches
 	//	*Response_Idempotency
+	//	*Response_Replay
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1852,6 +1823,15 @@ func (x *Response) GetIdempotency() *IdempotencyResult {
 	return nil
 }
 
+func (x *Response) GetReplay() *Replay {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Replay); ok {
+			return x.Replay
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -1907,6 +1887,10 @@ type Response_Idempotency struct {
 	Idempotency *IdempotencyResult `protobuf:"bytes,20,opt,name=idempotency,proto3,oneof"`
 }
 
+type Response_Replay struct {
+	Replay *Replay `protobuf:"bytes,21,opt,name=replay,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -1928,6 +1912,8 @@ func (*Response_Kv) isResponse_Result() {}
 func (*Response_Switches) isResponse_Result() {}
 
 func (*Response_Idempotency) isResponse_Result() {}
+
+func (*Response_Replay) isResponse_Result() {}
 
 var File_results_proto protoreflect.FileDescriptor
 
@@ -2085,15 +2071,11 @@ const file_results_proto_rawDesc = "" +
 	"\n" +
 	"kv_enabled\x18\x03 \x01(\bR\tkvEnabled\x126\n" +
 	"\x17timers_schedule_enabled\x18\x04 \x01(\bR\x15timersScheduleEnabled\x12.\n" +
-	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\"k\n" +
+	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\"?\n" +
+	"\x06Replay\x125\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1b.queen.fsm.v1.StoredOutcomeR\aoutcome\"+\n" +
 	"\x11IdempotencyResult\x12\x16\n" +
-	"\x06stored\x18\x01 \x01(\bR\x06stored\x12>\n" +
-	"\bexisting\x18\x02 \x01(\v2\".queen.fsm.v1.IdempotencyRecordOutR\bexisting\"\x7f\n" +
-	"\x14IdempotencyRecordOut\x12!\n" +
-	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\x05R\x06status\x12\x12\n" +
-	"\x04body\x18\x03 \x01(\fR\x04body\x12\x18\n" +
-	"\aheaders\x18\x04 \x03(\tR\aheaders\"\xb6\x05\n" +
+	"\x06stored\x18\x01 \x01(\bR\x06stored\"\xe6\x05\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04push\x18\n" +
@@ -2107,7 +2089,8 @@ const file_results_proto_rawDesc = "" +
 	"\x05sweep\x18\x11 \x01(\v2\x19.queen.fsm.v1.SweepResultH\x00R\x05sweep\x12-\n" +
 	"\x02kv\x18\x12 \x01(\v2\x1b.queen.fsm.v1.KVBatchResultH\x00R\x02kv\x12:\n" +
 	"\bswitches\x18\x13 \x01(\v2\x1c.queen.fsm.v1.SwitchesResultH\x00R\bswitches\x12C\n" +
-	"\vidempotency\x18\x14 \x01(\v2\x1f.queen.fsm.v1.IdempotencyResultH\x00R\vidempotency\x12%\n" +
+	"\vidempotency\x18\x14 \x01(\v2\x1f.queen.fsm.v1.IdempotencyResultH\x00R\vidempotency\x12.\n" +
+	"\x06replay\x18\x15 \x01(\v2\x14.queen.fsm.v1.ReplayH\x00R\x06replay\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06resultB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
@@ -2126,28 +2109,29 @@ func file_results_proto_rawDescGZIP() []byte {
 var file_results_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_results_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_results_proto_goTypes = []any{
-	(PushItemResult_Status)(0),   // 0: queen.fsm.v1.PushItemResult.Status
-	(*PushItemResult)(nil),       // 1: queen.fsm.v1.PushItemResult
-	(*PushResult)(nil),           // 2: queen.fsm.v1.PushResult
-	(*PoppedMessage)(nil),        // 3: queen.fsm.v1.PoppedMessage
-	(*PopResult)(nil),            // 4: queen.fsm.v1.PopResult
-	(*AckItemResult)(nil),        // 5: queen.fsm.v1.AckItemResult
-	(*AckResult)(nil),            // 6: queen.fsm.v1.AckResult
-	(*TxnItemResult)(nil),        // 7: queen.fsm.v1.TxnItemResult
-	(*TxnResult)(nil),            // 8: queen.fsm.v1.TxnResult
-	(*ExtendResult)(nil),         // 9: queen.fsm.v1.ExtendResult
-	(*ConfigureResult)(nil),      // 10: queen.fsm.v1.ConfigureResult
-	(*QueueOptionsOut)(nil),      // 11: queen.fsm.v1.QueueOptionsOut
-	(*DeleteQueueResult)(nil),    // 12: queen.fsm.v1.DeleteQueueResult
-	(*SweepResult)(nil),          // 13: queen.fsm.v1.SweepResult
-	(*KVRow)(nil),                // 14: queen.fsm.v1.KVRow
-	(*KVResult)(nil),             // 15: queen.fsm.v1.KVResult
-	(*KVBatchResult)(nil),        // 16: queen.fsm.v1.KVBatchResult
-	(*SwitchesResult)(nil),       // 17: queen.fsm.v1.SwitchesResult
-	(*IdempotencyResult)(nil),    // 18: queen.fsm.v1.IdempotencyResult
-	(*IdempotencyRecordOut)(nil), // 19: queen.fsm.v1.IdempotencyRecordOut
-	(*Response)(nil),             // 20: queen.fsm.v1.Response
-	(*MessageRecord)(nil),        // 21: queen.fsm.v1.MessageRecord
+	(PushItemResult_Status)(0), // 0: queen.fsm.v1.PushItemResult.Status
+	(*PushItemResult)(nil),     // 1: queen.fsm.v1.PushItemResult
+	(*PushResult)(nil),         // 2: queen.fsm.v1.PushResult
+	(*PoppedMessage)(nil),      // 3: queen.fsm.v1.PoppedMessage
+	(*PopResult)(nil),          // 4: queen.fsm.v1.PopResult
+	(*AckItemResult)(nil),      // 5: queen.fsm.v1.AckItemResult
+	(*AckResult)(nil),          // 6: queen.fsm.v1.AckResult
+	(*TxnItemResult)(nil),      // 7: queen.fsm.v1.TxnItemResult
+	(*TxnResult)(nil),          // 8: queen.fsm.v1.TxnResult
+	(*ExtendResult)(nil),       // 9: queen.fsm.v1.ExtendResult
+	(*ConfigureResult)(nil),    // 10: queen.fsm.v1.ConfigureResult
+	(*QueueOptionsOut)(nil),    // 11: queen.fsm.v1.QueueOptionsOut
+	(*DeleteQueueResult)(nil),  // 12: queen.fsm.v1.DeleteQueueResult
+	(*SweepResult)(nil),        // 13: queen.fsm.v1.SweepResult
+	(*KVRow)(nil),              // 14: queen.fsm.v1.KVRow
+	(*KVResult)(nil),           // 15: queen.fsm.v1.KVResult
+	(*KVBatchResult)(nil),      // 16: queen.fsm.v1.KVBatchResult
+	(*SwitchesResult)(nil),     // 17: queen.fsm.v1.SwitchesResult
+	(*Replay)(nil),             // 18: queen.fsm.v1.Replay
+	(*IdempotencyResult)(nil),  // 19: queen.fsm.v1.IdempotencyResult
+	(*Response)(nil),           // 20: queen.fsm.v1.Response
+	(*MessageRecord)(nil),      // 21: queen.fsm.v1.MessageRecord
+	(*StoredOutcome)(nil),      // 22: queen.fsm.v1.StoredOutcome
 }
 var file_results_proto_depIdxs = []int32{
 	0,  // 0: queen.fsm.v1.PushItemResult.status:type_name -> queen.fsm.v1.PushItemResult.Status
@@ -2161,7 +2145,7 @@ var file_results_proto_depIdxs = []int32{
 	11, // 8: queen.fsm.v1.ConfigureResult.options:type_name -> queen.fsm.v1.QueueOptionsOut
 	14, // 9: queen.fsm.v1.KVResult.rows:type_name -> queen.fsm.v1.KVRow
 	15, // 10: queen.fsm.v1.KVBatchResult.results:type_name -> queen.fsm.v1.KVResult
-	19, // 11: queen.fsm.v1.IdempotencyResult.existing:type_name -> queen.fsm.v1.IdempotencyRecordOut
+	22, // 11: queen.fsm.v1.Replay.outcome:type_name -> queen.fsm.v1.StoredOutcome
 	2,  // 12: queen.fsm.v1.Response.push:type_name -> queen.fsm.v1.PushResult
 	4,  // 13: queen.fsm.v1.Response.pop:type_name -> queen.fsm.v1.PopResult
 	6,  // 14: queen.fsm.v1.Response.ack:type_name -> queen.fsm.v1.AckResult
@@ -2172,12 +2156,13 @@ var file_results_proto_depIdxs = []int32{
 	13, // 19: queen.fsm.v1.Response.sweep:type_name -> queen.fsm.v1.SweepResult
 	16, // 20: queen.fsm.v1.Response.kv:type_name -> queen.fsm.v1.KVBatchResult
 	17, // 21: queen.fsm.v1.Response.switches:type_name -> queen.fsm.v1.SwitchesResult
-	18, // 22: queen.fsm.v1.Response.idempotency:type_name -> queen.fsm.v1.IdempotencyResult
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	19, // 22: queen.fsm.v1.Response.idempotency:type_name -> queen.fsm.v1.IdempotencyResult
+	18, // 23: queen.fsm.v1.Response.replay:type_name -> queen.fsm.v1.Replay
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_results_proto_init() }
@@ -2198,6 +2183,7 @@ func file_results_proto_init() {
 		(*Response_Kv)(nil),
 		(*Response_Switches)(nil),
 		(*Response_Idempotency)(nil),
+		(*Response_Replay)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

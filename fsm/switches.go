@@ -1,0 +1,45 @@
+package fsm
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// The operator switches (spec §4.14, addendum §4.4) are replicated state:
+// one entry flips them on every node at the same point of the log.
+
+func switchesOf(m *fsmpb.MetaRecord) *fsmpb.SwitchesResult {
+	return &fsmpb.SwitchesResult{
+		PushMaintenance: m.PushMaintenance, PopMaintenance: m.PopMaintenance,
+		KvEnabled: !m.KvDisabled, TimersScheduleEnabled: !m.TimersScheduleDisabled,
+		TimersFireEnabled: !m.TimersFireDisabled,
+	}
+}
+
+func applySetSwitches(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+	in := cmd.GetSetSwitches()
+	m := c.meta
+	if in.PopMaintenance != nil {
+		m.PopMaintenance = *in.PopMaintenance
+	}
+	if in.KvEnabled != nil {
+		m.KvDisabled = !*in.KvEnabled
+	}
+	if in.TimersScheduleEnabled != nil {
+		m.TimersScheduleDisabled = !*in.TimersScheduleEnabled
+	}
+	if in.TimersFireEnabled != nil {
+		m.TimersFireDisabled = !*in.TimersFireEnabled
+	}
+	c.touch("*") // pop maintenance ending, or anything else, may wake pollers
+	return switchesOf(m), true
+}
+
+// Switches reports the operator switches.
+func (rd *Reader) Switches() *fsmpb.SwitchesResult { return switchesOf(rd.Meta()) }
+
+// Outcome returns the live outcome stored under an Idempotency-Key, or nil.
+func (rd *Reader) Outcome(key string, now int64) *fsmpb.StoredOutcome {
+	return storedOutcome(rd.r, key, now)
+}
