@@ -114,10 +114,15 @@ func present(raw json.RawMessage) bool {
 	return raw != nil && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }
 
-// str decodes a JSON string member.
+// str decodes a JSON string member. The common case (no escapes, already
+// valid JSON from the decoder that produced raw) is a slice, not a parse.
 func str(raw json.RawMessage) (string, bool) {
 	if firstByte(raw) != '"' {
 		return "", false
+	}
+	if t := bytes.TrimSpace(raw); len(t) >= 2 && t[len(t)-1] == '"' && bytes.IndexByte(t[1:len(t)-1], '\\') < 0 &&
+		bytes.IndexByte(t[1:len(t)-1], '"') < 0 && utf8.Valid(t) {
+		return string(t[1 : len(t)-1]), true
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -10,10 +11,64 @@ import (
 	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
 
-// parsePushItem validates one push item (spec §4.2, checked in this order)
-// and mints its message id, and its transactionId when none was given.
+// pushItemJSON is one push item with its members still raw, so that one
+// json.Unmarshal of the whole body does all the scanning; types are
+// checked per member afterwards with the spec's own error texts.
+type pushItemJSON struct {
+	Queue         json.RawMessage `json:"queue"`
+	Partition     json.RawMessage `json:"partition"`
+	Payload       json.RawMessage `json:"payload"`
+	Data          json.RawMessage `json:"data"`
+	TransactionID json.RawMessage `json:"transactionId"`
+	TraceID       json.RawMessage `json:"traceId"`
+}
+
+type pushBodyJSON struct {
+	Items *[]pushItemJSON `json:"items"`
+}
+
+// parsePushBody decodes a whole POST /push body in one pass.
+func parsePushBody(body []byte) ([]*fsmpb.PushItem, error) {
+	var pb pushBodyJSON
+	if err := json.Unmarshal(body, &pb); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			switch {
+			case te.Field == "":
+				return nil, bad("Request body must be a JSON object")
+			case te.Field == "items":
+				return nil, bad("items array is required")
+			default:
+				return nil, bad("Each item must be an object")
+			}
+		}
+		return nil, bad("Invalid JSON: " + err.Error())
+	}
+	if pb.Items == nil {
+		return nil, bad("items array is required")
+	}
+	items := make([]*fsmpb.PushItem, 0, len(*pb.Items))
+	for i := range *pb.Items {
+		it, err := (*pb.Items)[i].parse()
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// parsePushItem validates one push item given as a raw object.
 func parsePushItem(o object) (*fsmpb.PushItem, error) {
-	q, ok := str(o["queue"])
+	j := pushItemJSON{Queue: o["queue"], Partition: o["partition"], Payload: o["payload"], Data: o["data"],
+		TransactionID: o["transactionId"], TraceID: o["traceId"]}
+	return j.parse()
+}
+
+// parse validates one push item (spec §4.2, checked in this order) and
+// mints its message id, and its transactionId when none was given.
+func (j *pushItemJSON) parse() (*fsmpb.PushItem, error) {
+	q, ok := str(j.Queue)
 	if !ok {
 		return nil, bad("Queue must be a string")
 	}
@@ -21,7 +76,7 @@ func parsePushItem(o object) (*fsmpb.PushItem, error) {
 		return nil, err
 	}
 	it := &fsmpb.PushItem{Queue: q, Partition: "Default"}
-	if raw := o["partition"]; present(raw) {
+	if raw := j.Partition; present(raw) {
 		p, ok := str(raw)
 		if !ok {
 			return nil, bad("Partition must be a string")
@@ -33,7 +88,7 @@ func parsePushItem(o object) (*fsmpb.PushItem, error) {
 			it.Partition = p
 		}
 	}
-	if raw := o["transactionId"]; present(raw) {
+	if raw := j.TransactionID; present(raw) {
 		t, ok := str(raw)
 		if !ok {
 			return nil, bad("TransactionId must be a string")
@@ -43,7 +98,7 @@ func parsePushItem(o object) (*fsmpb.PushItem, error) {
 		}
 		it.TransactionId = t
 	}
-	if raw := o["traceId"]; present(raw) {
+	if raw := j.TraceID; present(raw) {
 		t, ok := str(raw)
 		if !ok {
 			return nil, bad("TraceId must be a string")
@@ -53,9 +108,9 @@ func parsePushItem(o object) (*fsmpb.PushItem, error) {
 		}
 		it.TraceId = t
 	}
-	payload := o["payload"]
+	payload := j.Payload
 	if payload == nil {
-		payload = o["data"]
+		payload = j.Data
 	}
 	if payload == nil {
 		payload = json.RawMessage("null")
@@ -141,11 +196,7 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) {
 	if handled {
 		return
 	}
-	o, err := parseObject(body)
-	var items []*fsmpb.PushItem
-	if err == nil {
-		items, err = parsePushItems(o["items"])
-	}
+	items, err := parsePushBody(body)
 	if err != nil {
 		a.refuse(w, r, idem, err)
 		return
