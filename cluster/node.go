@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/fsm/fsmpb"
@@ -29,15 +30,27 @@ type Config struct {
 	DataDir       string
 	RaftAddr      string // bind address of the Raft transport
 	RaftAdvertise string // address other nodes dial; "" = RaftAddr
-	// BootstrapExpect: 1 bootstraps a one-voter cluster on first start.
+	// BootstrapExpect: 1 bootstraps a one-voter cluster on first start;
+	// N > 1 waits for N nodes in gossip (bootstrap.go).
 	BootstrapExpect int
-	Logger          *slog.Logger
-	Registry        prometheus.Registerer
-	Tuning          raftlog.Tuning
-	ApplyTimeout    time.Duration // longest wait for one apply; default 10s
-	SweepInterval   time.Duration // leader's sweep period; default 2s
-	SweepLimit      uint32        // work per sweep entry; default 1000
-	NoSync          bool          // skip fsync of the FSM file (throwaway tests only)
+	// Gossip: "" runs without memberlist (a single node on its own).
+	GossipAddr      string
+	GossipAdvertise string   // "" = GossipAddr
+	Join            []string // gossip addresses of other nodes
+	LocalGossip     bool     // memberlist's fast loopback timings (tests)
+	HTTPAdvertise   string   // where clients reach this node's HTTP API
+	GRPCAdvertise   string   // where other nodes forward to this one
+	// SnapshotBytes: take a snapshot once this many bytes of entries were
+	// applied since the last one; 0 = 256 MiB. (Raft's own threshold counts
+	// entries.)
+	SnapshotBytes int64
+	Logger        *slog.Logger
+	Registry      prometheus.Registerer
+	Tuning        raftlog.Tuning
+	ApplyTimeout  time.Duration // longest wait for one apply; default 10s
+	SweepInterval time.Duration // leader's sweep period; default 2s
+	SweepLimit    uint32        // work per sweep entry; default 1000
+	NoSync        bool          // skip fsync of the FSM file (throwaway tests only)
 }
 
 // Node is one queen-node: Raft plus the FSM plus the leader's loops.
@@ -58,6 +71,9 @@ type Node struct {
 	ready atomic.Bool // leader, and every entry of earlier terms is applied
 
 	inflight sync.Map // Idempotency-Keys of commands being applied here
+
+	members *members  // nil without gossip (a single node started alone)
+	fwd     Forwarder // nil until SetForwarder
 
 	stop      chan struct{}
 	draining  chan struct{} // closed by Drain: parked long-polls answer empty
@@ -80,6 +96,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.SweepLimit == 0 {
 		cfg.SweepLimit = 1000
+	}
+	if cfg.SnapshotBytes == 0 {
+		cfg.SnapshotBytes = 256 << 20
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -122,12 +141,28 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.m = newMetrics(cfg.Registry, n)
+	if cfg.GossipAddr != "" {
+		adv := cfg.GossipAdvertise
+		if adv == "" {
+			adv = cfg.GossipAddr
+		}
+		self := meta{ID: cfg.NodeID, Raft: string(n.stores.Transport.LocalAddr()), HTTP: cfg.HTTPAdvertise,
+			GRPC: cfg.GRPCAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0}
+		n.members, err = startMembership(self, cfg.GossipAddr, adv, cfg.LocalGossip, newStdLogger(cfg.Logger, "gossip"))
+		if err != nil {
+			n.Shutdown()
+			return nil, err
+		}
+		n.wg.Add(1)
+		go n.gossipLoop()
+	}
 	if err := n.maybeBootstrap(); err != nil {
 		n.Shutdown()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchLeadership()
+	go n.snapshotLoop()
 	return n, nil
 }
 
@@ -174,24 +209,6 @@ func (n *Node) catchUpFromSnapshot() error {
 	return n.fsm.Restore(rc)
 }
 
-func (n *Node) maybeBootstrap() error {
-	if n.cfg.BootstrapExpect != 1 {
-		return nil
-	}
-	has, err := n.stores.HasState()
-	if err != nil || has {
-		return err
-	}
-	cfg := raft.Configuration{Servers: []raft.Server{{
-		ID: raft.ServerID(n.cfg.NodeID), Address: n.stores.Transport.LocalAddr(), Suffrage: raft.Voter,
-	}}}
-	if err := n.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-		return fmt.Errorf("cluster: bootstrap: %w", err)
-	}
-	n.log.Info("bootstrapped a one-voter cluster")
-	return nil
-}
-
 func (n *Node) closeStores() {
 	if n.stores != nil {
 		n.stores.Close()
@@ -208,29 +225,19 @@ func (n *Node) onApplied(index uint64, ch fsm.Changes) {
 	n.appliedMu.Unlock()
 }
 
-// waitApplied blocks until this node has applied index, or ctx ends. It
-// compares with Raft's applied index, which also counts the entries the FSM
-// never sees (no-ops, barriers), and wakes on every applied batch, with a
-// short tick for the entries that wake nothing.
+// waitApplied blocks until the FSM has applied index (an index that
+// reaches the FSM: see lastStateIndex), or ctx ends. It wakes on every
+// applied batch.
 func (n *Node) waitApplied(ctx context.Context, index uint64) error {
-	var tick *time.Ticker
 	for {
 		n.appliedMu.Lock()
 		ch := n.appliedCh
 		n.appliedMu.Unlock()
-		if n.raft.AppliedIndex() >= index {
-			if tick != nil {
-				tick.Stop()
-			}
+		if n.fsm.AppliedIndex() >= index {
 			return nil
-		}
-		if tick == nil {
-			tick = time.NewTicker(2 * time.Millisecond)
-			defer tick.Stop()
 		}
 		select {
 		case <-ch:
-		case <-tick.C:
 		case <-ctx.Done():
 			return ErrTimeout
 		case <-n.stop:
@@ -258,6 +265,9 @@ func (n *Node) watchLeadership() {
 		select {
 		case isLeader := <-n.raft.LeaderCh():
 			end()
+			// Parked long-polls look again: on a node that lost leadership
+			// they go to the new leader.
+			n.hub.notify(map[string]struct{}{"*": {}})
 			if isLeader {
 				stopLeader = make(chan struct{})
 				leaderDone.Add(1)
@@ -292,14 +302,25 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 	}
 	n.ready.Store(true)
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "applied", n.fsm.AppliedIndex())
+	n.reconcile()
 	tick := time.NewTicker(n.cfg.SweepInterval)
 	defer tick.Stop()
+	membership := time.NewTicker(time.Second)
+	defer membership.Stop()
+	var changed <-chan struct{}
+	if n.members != nil {
+		changed = n.members.changed
+	}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
 			n.sweep(stop)
+		case <-membership.C:
+			n.reconcile()
+		case <-changed:
+			n.reconcile()
 		}
 	}
 }
@@ -328,150 +349,6 @@ func (n *Node) sweep(stop chan struct{}) {
 		default:
 		}
 	}
-}
-
-// Apply turns cmd into one log entry and returns the FSM's result for it.
-// The result is this entry's own apply result (never "index N committed").
-func (n *Node) Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
-	if n.raft.State() != raft.Leader {
-		return nil, n.notLeader()
-	}
-	return n.applyLocal(ctx, cmd)
-}
-
-func (n *Node) notLeader() error {
-	if addr, _ := n.raft.LeaderWithID(); addr == "" {
-		return ErrNoLeader
-	}
-	return ErrNotLeader
-}
-
-func (n *Node) applyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
-	select {
-	case <-n.stop:
-		return nil, ErrShutdown
-	default:
-	}
-	if idem := cmd.Idempotency; idem != nil && idem.Key != "" {
-		if _, busy := n.inflight.LoadOrStore(idem.Key, struct{}{}); busy {
-			return nil, ErrInFlight
-		}
-		defer n.inflight.Delete(idem.Key)
-	}
-	timeout := n.cfg.ApplyTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	if timeout <= 0 {
-		return nil, ErrTimeout
-	}
-	cmd.StampUs = n.clock.next(n.fsm.LastNow())
-	data, err := proto.Marshal(cmd)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: encode command: %w", err)
-	}
-	start := time.Now()
-	f := n.raft.Apply(data, timeout)
-	if ctx.Done() != nil {
-		done := make(chan struct{})
-		go func() { f.Error(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			n.m.applyErrors.WithLabelValues("outcome_unknown").Inc()
-			return nil, ErrOutcomeUnknown
-		}
-	}
-	if err := f.Error(); err != nil {
-		mapped := mapRaftError(err)
-		n.m.applyErrors.WithLabelValues(errLabel(mapped)).Inc()
-		return nil, mapped
-	}
-	n.m.applySeconds.Observe(time.Since(start).Seconds())
-	switch r := f.Response().(type) {
-	case *fsmpb.Response:
-		if r.InternalError != "" {
-			return nil, fmt.Errorf("%w: %s", ErrInternal, r.InternalError)
-		}
-		return r, nil
-	case proto.Message:
-		return r, nil
-	case nil:
-		return nil, fmt.Errorf("%w: entry %d had no result", ErrInternal, f.Index())
-	default:
-		return nil, fmt.Errorf("%w: unexpected result %T", ErrInternal, r)
-	}
-}
-
-// mapRaftError says whether a failed apply may still have committed.
-func mapRaftError(err error) error {
-	switch {
-	case errors.Is(err, raft.ErrNotLeader):
-		return ErrNotLeader // refused before it entered the log
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return ErrTimeout
-	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrOutcomeUnknown
-	default: // ErrLeadershipLost and anything else after proposal
-		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
-	}
-}
-
-func errLabel(err error) string {
-	switch {
-	case errors.Is(err, ErrNotLeader):
-		return "not_leader"
-	case errors.Is(err, ErrTimeout):
-		return "timeout"
-	case errors.Is(err, ErrOutcomeUnknown):
-		return "outcome_unknown"
-	}
-	return "other"
-}
-
-// ReadLevel is how fresh a read must be.
-type ReadLevel int
-
-const (
-	// Linearizable reads reflect every write acknowledged before the read
-	// started: the leader confirms it still leads, then waits until it has
-	// applied the commit index it saw (Raft §6.4).
-	Linearizable ReadLevel = iota
-	// Stale reads answer from this node's state as it is.
-	Stale
-)
-
-// Read runs fn over a consistent view of the state at the given level.
-func (n *Node) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) error) error {
-	if level == Linearizable {
-		if err := n.readBarrier(ctx); err != nil {
-			return err
-		}
-	}
-	return n.fsm.Read(fn)
-}
-
-func (n *Node) readBarrier(ctx context.Context) error {
-	if n.raft.State() != raft.Leader {
-		return n.notLeader()
-	}
-	for !n.ready.Load() {
-		select {
-		case <-ctx.Done():
-			return ErrTimeout
-		case <-n.stop:
-			return ErrShutdown
-		case <-time.After(5 * time.Millisecond):
-		}
-		if n.raft.State() != raft.Leader {
-			return n.notLeader()
-		}
-	}
-	index := n.raft.CommitIndex()
-	if err := n.raft.VerifyLeader().Error(); err != nil {
-		return n.notLeader()
-	}
-	return n.waitApplied(ctx, index)
 }
 
 // Now is the leader clock's current reading (µs), for judging deliverability
@@ -503,14 +380,74 @@ func (n *Node) Shutdown() error {
 	var err error
 	n.shutdown.Do(func() {
 		n.Drain()
+		n.transferLeadership()
 		close(n.stop)
 		n.wg.Wait()
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
+		if n.members != nil {
+			n.members.shutdown()
+		}
 		n.closeStores()
 	})
 	return err
+}
+
+// Kill stops the node the way a crash would, as far as the others can tell:
+// no leadership transfer, no gossip leave. In-process tests use it where
+// process tests use kill -9.
+func (n *Node) Kill() {
+	n.shutdown.Do(func() {
+		n.Drain()
+		close(n.stop)
+		n.wg.Wait()
+		n.raft.Shutdown().Error()
+		if n.members != nil {
+			n.members.ml.Shutdown()
+		}
+		n.closeStores()
+	})
+}
+
+// transferLeadership hands leadership to another voter before this node
+// stops, so the cluster does not wait out an election timeout.
+func (n *Node) transferLeadership() {
+	if n.raft == nil || n.raft.State() != raft.Leader {
+		return
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil || len(f.Configuration().Servers) < 2 {
+		return
+	}
+	start := time.Now()
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		n.log.Warn("leadership transfer before shutdown failed", "err", err)
+		return
+	}
+	n.log.Info("transferred leadership before shutdown", "took", time.Since(start))
+}
+
+// snapshotLoop takes a snapshot when enough bytes were applied since the
+// last one (Raft's own trigger counts entries, which says little about the
+// log's size when entries carry batches of payloads).
+func (n *Node) snapshotLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		if n.fsm.BytesSinceSnapshot() < n.cfg.SnapshotBytes {
+			continue
+		}
+		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			n.log.Warn("size-triggered snapshot failed", "err", err)
+		}
+	}
 }
 
 // SetClockSkew shifts the wall clock this node anchors its stamps to when it
@@ -519,6 +456,11 @@ func (n *Node) SetClockSkew(d time.Duration) { n.clock.setSkew(d) }
 
 // Snapshot forces a snapshot (tests, operators).
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// newStdLogger bridges a standard-library logger (memberlist's) to slog.
+func newStdLogger(l *slog.Logger, name string) *stdlog.Logger {
+	return stdlog.New(slogWriter{l.With("component", name)}, "", 0)
+}
 
 // hclog bridge: Raft logs through our slog handler, at warn and above by
 // default so that a healthy node stays quiet.
@@ -531,12 +473,19 @@ func newHCLogger(l *slog.Logger, name string) hclog.Logger {
 
 type slogWriter struct{ l *slog.Logger }
 
+// Write logs one line of hclog or standard-library output at the level its
+// "[LEVEL]" prefix names.
 func (w slogWriter) Write(p []byte) (int, error) {
-	msg := string(p)
-	for len(msg) > 0 && (msg[len(msg)-1] == '\n') {
-		msg = msg[:len(msg)-1]
+	msg := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for prefix, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[ERR]": slog.LevelError,
+		"[WARN]": slog.LevelWarn, "[INFO]": slog.LevelInfo, "[DEBUG]": slog.LevelDebug, "[TRACE]": slog.LevelDebug - 4} {
+		if strings.HasPrefix(msg, prefix) {
+			level, msg = l, strings.TrimSpace(strings.TrimPrefix(msg, prefix))
+			break
+		}
 	}
-	w.l.Info(msg)
+	w.l.Log(context.Background(), level, msg)
 	return len(p), nil
 }
 
@@ -546,4 +495,20 @@ func LeaseIDFor(id string) string {
 		return id
 	}
 	return NewLeaseID()
+}
+
+// SnapshotWithTrailing takes a snapshot and truncates the log down to
+// `trailing` entries behind it (tests force InstallSnapshot with it).
+func (n *Node) SnapshotWithTrailing(trailing uint64) error {
+	old := n.raft.ReloadableConfig()
+	cfg := old
+	cfg.TrailingLogs = trailing
+	if err := n.raft.ReloadConfig(cfg); err != nil {
+		return err
+	}
+	defer n.raft.ReloadConfig(old)
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return err
+	}
+	return nil
 }

@@ -4,22 +4,41 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
 
-// Pop claims messages for a consumer group: one log entry when something
-// may be deliverable, and, when wait > 0 and nothing is, a park until an
-// applied entry changes the queue, a time-based change (lease expiry, retry
-// delay, window, delay) comes due, or wait ends. It never sleep-polls.
+// Pop claims messages for a consumer group, on the leader: a follower
+// forwards the whole call, long-poll included, and gets back the claimed
+// messages with their stored records.
+func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+	deadline := time.Now().Add(wait)
+	return route(n, ctx,
+		func() (*fsmpb.PopResult, error) { return n.PopLocal(ctx, in, time.Until(deadline)) },
+		func(addr string) (*fsmpb.PopResult, error) { return n.fwd.Pop(ctx, addr, in, time.Until(deadline)) })
+}
+
+// PopLocal runs a pop on this node, which must lead (ErrNotLeader
+// otherwise, having claimed nothing): one log entry when something may be
+// deliverable, and, when wait > 0 and nothing is, a park until an applied
+// entry changes the queue, a time-based change (lease expiry, retry delay,
+// window, delay) comes due, or wait ends. It never sleep-polls.
 //
 // The result carries the stored messages, read from this node's state right
 // after the entry applied (messages are immutable once written).
-func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+func (n *Node) PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
 	in.LeaseId = LeaseIDFor(in.LeaseId)
 	deadline := time.Now().Add(wait)
 	watchKey := in.Queue // a namespace pop watches every queue
 	for {
+		if n.raft.State() != raft.Leader {
+			return nil, ErrNotLeader // the caller tries the new leader with the time left
+		}
 		changed := n.Watch(watchKey)
 		var ready fsm.PopReadiness
 		if err := n.fsm.Read(func(r *fsm.Reader) error {
@@ -29,7 +48,7 @@ func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsm
 			return nil, err
 		}
 		if ready.Ready {
-			res, err := n.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: in}})
+			res, err := n.ApplyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: in}})
 			if err != nil {
 				return nil, err
 			}

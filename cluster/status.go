@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"sort"
+
 	"github.com/hashicorp/raft"
 )
 
@@ -29,9 +31,79 @@ func (n *Node) Status() RaftStatus {
 	}
 	return RaftStatus{
 		Role: role, LeaderID: string(id), LeaderAddr: string(addr), Term: n.raft.CurrentTerm(),
-		CommitIndex: n.raft.CommitIndex(), Applied: n.fsm.AppliedIndex(), LastIndex: n.raft.LastIndex(),
+		CommitIndex: n.raft.CommitIndex(), Applied: n.raft.AppliedIndex(), LastIndex: n.raft.LastIndex(),
 	}
 }
 
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
+
+// NodeView is one node in the cluster view.
+type NodeView struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr"`
+	GRPCAddr string `json:"grpcAddr"`
+	State    string `json:"state"` // leader | follower | candidate | joining | unknown
+	Voter    bool   `json:"voter"`
+	Alive    bool   `json:"alive"`
+}
+
+// ClusterView is GET /api/v1/system/cluster: this node's view of the
+// cluster. Voters come from the Raft configuration (the truth), addresses
+// and liveness from gossip.
+type ClusterView struct {
+	Leader struct {
+		ID       string `json:"id"`
+		HTTPAddr string `json:"httpAddr"`
+	} `json:"leader"`
+	Nodes        []NodeView `json:"nodes"`
+	Term         uint64     `json:"term"`
+	CommitIndex  uint64     `json:"commitIndex"`
+	AppliedIndex uint64     `json:"appliedIndex"`
+}
+
+// Cluster reports the cluster view.
+func (n *Node) Cluster() ClusterView {
+	st := n.Status()
+	var v ClusterView
+	v.Term, v.CommitIndex, v.AppliedIndex = st.Term, st.CommitIndex, st.Applied
+	v.Leader.ID = st.LeaderID
+	gossip := map[string]Member{}
+	if n.members != nil {
+		for _, m := range n.members.list() {
+			gossip[m.ID] = m
+		}
+	} else {
+		gossip[n.cfg.NodeID] = Member{meta: meta{ID: n.cfg.NodeID, HTTP: n.cfg.HTTPAdvertise, GRPC: n.cfg.GRPCAdvertise}, Alive: true}
+	}
+	seen := map[string]bool{}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			id := string(s.ID)
+			seen[id] = true
+			m, known := gossip[id]
+			nv := NodeView{ID: id, RaftAddr: string(s.Address), HTTPAddr: m.HTTP, GRPCAddr: m.GRPC,
+				Voter: s.Suffrage == raft.Voter, Alive: known && m.Alive, State: "follower"}
+			switch {
+			case id == n.cfg.NodeID:
+				nv.State, nv.Alive = st.Role, true
+			case id == st.LeaderID:
+				nv.State = "leader"
+			case !nv.Alive:
+				nv.State = "unknown"
+			}
+			v.Nodes = append(v.Nodes, nv)
+		}
+	}
+	for id, m := range gossip {
+		if !seen[id] {
+			v.Nodes = append(v.Nodes, NodeView{ID: id, RaftAddr: m.Raft, HTTPAddr: m.HTTP, GRPCAddr: m.GRPC, State: "joining", Alive: m.Alive})
+		}
+	}
+	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })
+	if m, ok := gossip[st.LeaderID]; ok {
+		v.Leader.HTTPAddr = m.HTTP
+	}
+	return v
+}

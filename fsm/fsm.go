@@ -48,6 +48,8 @@ type FSM struct {
 	meta    *fsmpb.MetaRecord
 	applied atomic.Uint64
 	lastNow atomic.Int64
+	// bytes of entries applied since the last snapshot
+	sinceSnapshot atomic.Int64
 
 	restoreMu sync.Mutex
 }
@@ -86,6 +88,10 @@ func (f *FSM) loadMeta() error {
 // AppliedIndex is the index of the last entry whose effects are committed.
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 
+// BytesSinceSnapshot is the size of the entries applied since the last
+// snapshot was taken.
+func (f *FSM) BytesSinceSnapshot() int64 { return f.sinceSnapshot.Load() }
+
 // LastNow is the effective time (µs) of the last applied command.
 func (f *FSM) LastNow() int64 { return f.lastNow.Load() }
 
@@ -101,6 +107,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var changes Changes
 	meta := proto.Clone(f.meta).(*fsmpb.MetaRecord)
 	start := time.Now()
+	var size int64
+	for _, l := range logs {
+		size += int64(len(l.Data))
+	}
+	f.sinceSnapshot.Add(size)
 	err := f.db.Update(func(b *store.Batch) error {
 		for i, l := range logs {
 			if l.Index <= meta.AppliedIndex {
@@ -227,6 +238,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.db.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}
+	f.sinceSnapshot.Store(0)
 	snap, err := f.db.BeginSnapshot()
 	if err != nil {
 		return nil, err

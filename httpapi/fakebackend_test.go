@@ -133,7 +133,11 @@ func (f *fakeBackend) Now() int64 { return f.now }
 func (f *fakeBackend) Status() cluster.RaftStatus {
 	return cluster.RaftStatus{Role: "leader", LeaderID: "fake", Term: 1}
 }
-func (f *fakeBackend) ID() string  { return "fake" }
+func (f *fakeBackend) ID() string                   { return "fake" }
+func (f *fakeBackend) Cluster() cluster.ClusterView { return cluster.ClusterView{} }
+func (f *fakeBackend) RemoveServer(ctx context.Context, id string) error {
+	return cluster.ErrUnknownServer
+}
 func (f *fakeBackend) Ready() bool { return true }
 
 // defaultApply answers every command the way a healthy node would when

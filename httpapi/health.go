@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"runtime"
 	"time"
+
+	"github.com/queen-node/queen-node/cluster"
 )
 
 // health is GET /health: 200 when this node can serve writes (it leads or
@@ -46,4 +49,27 @@ func (a *API) metricsJSON(w http.ResponseWriter, r *http.Request) {
 		"cpu":  map[string]any{"cores": runtime.NumCPU()},
 		"raft": a.b.Status(),
 	})
+}
+
+// clusterView is GET /api/v1/system/cluster.
+func (a *API) clusterView(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.b.Cluster())
+}
+
+// removeNode is DELETE /api/v1/system/cluster/nodes/:id: the operator's way
+// to remove a voter that is gone for good (the cluster never does it on its
+// own; see cluster/DESIGN.md).
+func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx, cancel := a.writeCtx(r)
+	defer cancel()
+	if err := a.b.RemoveServer(ctx, id); err != nil {
+		if errors.Is(err, cluster.ErrUnknownServer) {
+			writeError(w, http.StatusNotFound, "no node "+id+" in the cluster configuration")
+			return
+		}
+		writeBackendError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"removed": true, "id": id})
 }

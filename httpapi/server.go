@@ -24,6 +24,8 @@ type Backend interface {
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
 	Now() int64
 	Status() cluster.RaftStatus
+	Cluster() cluster.ClusterView
+	RemoveServer(ctx context.Context, id string) error
 	ID() string
 	Ready() bool
 }
@@ -126,6 +128,8 @@ func (a *API) routes() {
 	h("GET /api/v1/kv/{ns}/{key...}", a.kvGet)
 	h("PUT /api/v1/kv/{ns}/{key...}", a.kvPut)
 	h("DELETE /api/v1/kv/{ns}/{key...}", a.kvDelete)
+	h("GET /api/v1/system/cluster", a.clusterView)
+	h("DELETE /api/v1/system/cluster/nodes/{id}", a.removeNode)
 	h("GET /api/v1/system/kv-timers", a.getSwitches)
 	h("POST /api/v1/system/kv-timers", a.setSwitches)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {

@@ -76,10 +76,14 @@ func Open(cfg Config) (*Stores, error) {
 	if adv == "" {
 		adv = cfg.BindAddr
 	}
-	advAddr, err := net.ResolveTCPAddr("tcp", adv)
+	host, _, err := net.SplitHostPort(adv)
 	if err != nil {
 		bs.Close()
 		return nil, fmt.Errorf("raftlog: advertise address %q: %w", adv, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		bs.Close()
+		return nil, fmt.Errorf("raftlog: %q is not an address other nodes can reach; set an advertise address", adv)
 	}
 	pool := cfg.MaxPool
 	if pool == 0 {
@@ -89,11 +93,12 @@ func Open(cfg Config) (*Stores, error) {
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, advAddr, pool, timeout, logger.Named("transport"))
+	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
 		bs.Close()
 		return nil, fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err)
 	}
+	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv)}, pool, timeout, logger.Named("transport"))
 	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: trans, bolt: bs}, nil
 }
 

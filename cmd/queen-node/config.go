@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ type config struct {
 	RaftAddr                string
 	GossipAddr              string
 	Join                    []string
+	AdvertiseAddr           string
 	BootstrapExpect         int
 	DefaultSubscriptionMode string
 	MaxBodyBytes            int64
@@ -58,6 +60,7 @@ var flagTable = []flagSpec{
 		}
 		return nil
 	}},
+	{"advertise-addr", "", "host name or IP other nodes reach this one at, with the ports of the *-addr flags; default: the host of each *-addr (which then must not be 0.0.0.0)", str(func(c *config) *string { return &c.AdvertiseAddr })},
 	{"bootstrap-expect", "1", "voters to wait for before bootstrapping the cluster", func(c *config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -182,4 +185,38 @@ func parseConfig(args []string) (*config, error) {
 		c.NodeID = h
 	}
 	return c, nil
+}
+
+// advertisedAddrs are the addresses other nodes and clients reach this node
+// at: --advertise-addr's host with each listener's port, or each listener's
+// own address.
+type advertisedAddrs struct{ http, grpc, raft, gossip string }
+
+func (c *config) advertised() (advertisedAddrs, error) {
+	one := func(flag, bind string) (string, error) {
+		host, port, err := net.SplitHostPort(bind)
+		if err != nil {
+			return "", fmt.Errorf("--%s=%q: %w", flag, bind, err)
+		}
+		if c.AdvertiseAddr != "" {
+			return net.JoinHostPort(c.AdvertiseAddr, port), nil
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return "", fmt.Errorf("--%s=%q binds every interface: set --advertise-addr to the address other nodes reach this one at", flag, bind)
+		}
+		return bind, nil
+	}
+	var a advertisedAddrs
+	var err error
+	if a.http, err = one("http-addr", c.HTTPAddr); err != nil {
+		return a, err
+	}
+	if a.grpc, err = one("grpc-addr", c.GRPCAddr); err != nil {
+		return a, err
+	}
+	if a.raft, err = one("raft-addr", c.RaftAddr); err != nil {
+		return a, err
+	}
+	a.gossip, err = one("gossip-addr", c.GossipAddr)
+	return a, err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
 )
@@ -50,22 +51,42 @@ func run(args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	adv, err := cfg.advertised()
+	if err != nil {
+		return err
+	}
+
 	// Listen before starting the node, so a taken port fails fast.
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
+	grpcLn, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		httpLn.Close()
+		return fmt.Errorf("grpc listener: %w", err)
+	}
 
 	node, err := cluster.Start(cluster.Config{
-		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr,
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, RaftAdvertise: adv.raft,
 		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
+		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
+		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
 		SweepInterval: cfg.RetentionInterval,
 		Tuning:        raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
 		httpLn.Close()
+		grpcLn.Close()
 		return err
 	}
+	forward := grpcapi.NewForwardClient()
+	defer forward.Close()
+	node.SetForwarder(forward)
+
+	// The gRPC server: the internal forwarding service (and the public API).
+	grpcSrv := grpcapi.NewServer(node)
+	go grpcSrv.Serve(grpcLn)
 
 	api := httpapi.New(httpapi.Config{
 		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
@@ -98,6 +119,7 @@ func run(args []string) error {
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("http shutdown", "err", err)
 	}
+	grpcSrv.GracefulStop()
 	if err := node.Shutdown(); err != nil {
 		return fmt.Errorf("node shutdown: %w", err)
 	}

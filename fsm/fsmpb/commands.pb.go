@@ -5,7 +5,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: commands.proto
+// source: fsm/fsmpb/commands.proto
 
 package fsmpb
 
@@ -57,11 +57,11 @@ func (x Pop_Subscription) String() string {
 }
 
 func (Pop_Subscription) Descriptor() protoreflect.EnumDescriptor {
-	return file_commands_proto_enumTypes[0].Descriptor()
+	return file_fsm_fsmpb_commands_proto_enumTypes[0].Descriptor()
 }
 
 func (Pop_Subscription) Type() protoreflect.EnumType {
-	return &file_commands_proto_enumTypes[0]
+	return &file_fsm_fsmpb_commands_proto_enumTypes[0]
 }
 
 func (x Pop_Subscription) Number() protoreflect.EnumNumber {
@@ -70,7 +70,7 @@ func (x Pop_Subscription) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Pop_Subscription.Descriptor instead.
 func (Pop_Subscription) EnumDescriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{4, 0}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type KVOp_Kind int32
@@ -124,11 +124,11 @@ func (x KVOp_Kind) String() string {
 }
 
 func (KVOp_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_commands_proto_enumTypes[1].Descriptor()
+	return file_fsm_fsmpb_commands_proto_enumTypes[1].Descriptor()
 }
 
 func (KVOp_Kind) Type() protoreflect.EnumType {
-	return &file_commands_proto_enumTypes[1]
+	return &file_fsm_fsmpb_commands_proto_enumTypes[1]
 }
 
 func (x KVOp_Kind) Number() protoreflect.EnumNumber {
@@ -137,7 +137,7 @@ func (x KVOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVOp_Kind.Descriptor instead.
 func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{13, 0}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{13, 0}
 }
 
 type Command struct {
@@ -173,7 +173,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_commands_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +185,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +198,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{0}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Command) GetStampUs() int64 {
@@ -421,7 +421,7 @@ type Noop struct {
 
 func (x *Noop) Reset() {
 	*x = Noop{}
-	mi := &file_commands_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +433,7 @@ func (x *Noop) String() string {
 func (*Noop) ProtoMessage() {}
 
 func (x *Noop) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +446,7 @@ func (x *Noop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Noop.ProtoReflect.Descriptor instead.
 func (*Noop) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{1}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{1}
 }
 
 type PushItem struct {
@@ -464,7 +464,7 @@ type PushItem struct {
 
 func (x *PushItem) Reset() {
 	*x = PushItem{}
-	mi := &file_commands_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +476,7 @@ func (x *PushItem) String() string {
 func (*PushItem) ProtoMessage() {}
 
 func (x *PushItem) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +489,7 @@ func (x *PushItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushItem.ProtoReflect.Descriptor instead.
 func (*PushItem) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{2}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PushItem) GetQueue() string {
@@ -550,7 +550,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_commands_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +562,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +575,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{3}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Push) GetItems() []*PushItem {
@@ -606,7 +606,7 @@ type Pop struct {
 
 func (x *Pop) Reset() {
 	*x = Pop{}
-	mi := &file_commands_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +618,7 @@ func (x *Pop) String() string {
 func (*Pop) ProtoMessage() {}
 
 func (x *Pop) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +631,7 @@ func (x *Pop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pop.ProtoReflect.Descriptor instead.
 func (*Pop) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{4}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Pop) GetQueue() string {
@@ -740,7 +740,7 @@ type AckItem struct {
 
 func (x *AckItem) Reset() {
 	*x = AckItem{}
-	mi := &file_commands_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +752,7 @@ func (x *AckItem) String() string {
 func (*AckItem) ProtoMessage() {}
 
 func (x *AckItem) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +765,7 @@ func (x *AckItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckItem.ProtoReflect.Descriptor instead.
 func (*AckItem) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AckItem) GetTransactionId() string {
@@ -826,7 +826,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_commands_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +838,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +851,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Ack) GetItems() []*AckItem {
@@ -874,7 +874,7 @@ type TxnOp struct {
 
 func (x *TxnOp) Reset() {
 	*x = TxnOp{}
-	mi := &file_commands_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +886,7 @@ func (x *TxnOp) String() string {
 func (*TxnOp) ProtoMessage() {}
 
 func (x *TxnOp) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +899,7 @@ func (x *TxnOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOp.ProtoReflect.Descriptor instead.
 func (*TxnOp) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TxnOp) GetOp() isTxnOp_Op {
@@ -955,7 +955,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_commands_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +967,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +980,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Transaction) GetOps() []*TxnOp {
@@ -1021,7 +1021,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_commands_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1033,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1046,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExtendLease) GetLeaseId() string {
@@ -1077,7 +1077,7 @@ type Configure struct {
 
 func (x *Configure) Reset() {
 	*x = Configure{}
-	mi := &file_commands_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1089,7 @@ func (x *Configure) String() string {
 func (*Configure) ProtoMessage() {}
 
 func (x *Configure) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1102,7 @@ func (x *Configure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Configure.ProtoReflect.Descriptor instead.
 func (*Configure) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Configure) GetQueue() string {
@@ -1156,7 +1156,7 @@ type DeleteQueue struct {
 
 func (x *DeleteQueue) Reset() {
 	*x = DeleteQueue{}
-	mi := &file_commands_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1168,7 @@ func (x *DeleteQueue) String() string {
 func (*DeleteQueue) ProtoMessage() {}
 
 func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1181,7 @@ func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueue.ProtoReflect.Descriptor instead.
 func (*DeleteQueue) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteQueue) GetQueue() string {
@@ -1204,7 +1204,7 @@ type Sweep struct {
 
 func (x *Sweep) Reset() {
 	*x = Sweep{}
-	mi := &file_commands_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1216,7 @@ func (x *Sweep) String() string {
 func (*Sweep) ProtoMessage() {}
 
 func (x *Sweep) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1229,7 @@ func (x *Sweep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sweep.ProtoReflect.Descriptor instead.
 func (*Sweep) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Sweep) GetLimit() uint32 {
@@ -1267,7 +1267,7 @@ type KVOp struct {
 
 func (x *KVOp) Reset() {
 	*x = KVOp{}
-	mi := &file_commands_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1279,7 @@ func (x *KVOp) String() string {
 func (*KVOp) ProtoMessage() {}
 
 func (x *KVOp) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1292,7 @@ func (x *KVOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVOp.ProtoReflect.Descriptor instead.
 func (*KVOp) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KVOp) GetKind() KVOp_Kind {
@@ -1438,7 +1438,7 @@ type KVBatch struct {
 
 func (x *KVBatch) Reset() {
 	*x = KVBatch{}
-	mi := &file_commands_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1450,7 @@ func (x *KVBatch) String() string {
 func (*KVBatch) ProtoMessage() {}
 
 func (x *KVBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1463,7 @@ func (x *KVBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatch.ProtoReflect.Descriptor instead.
 func (*KVBatch) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVBatch) GetOps() []*KVOp {
@@ -1495,7 +1495,7 @@ type SetSwitches struct {
 
 func (x *SetSwitches) Reset() {
 	*x = SetSwitches{}
-	mi := &file_commands_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1507,7 @@ func (x *SetSwitches) String() string {
 func (*SetSwitches) ProtoMessage() {}
 
 func (x *SetSwitches) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1520,7 @@ func (x *SetSwitches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSwitches.ProtoReflect.Descriptor instead.
 func (*SetSwitches) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetSwitches) GetPushMaintenance() bool {
@@ -1569,7 +1569,7 @@ type Idempotency struct {
 
 func (x *Idempotency) Reset() {
 	*x = Idempotency{}
-	mi := &file_commands_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1581,7 @@ func (x *Idempotency) String() string {
 func (*Idempotency) ProtoMessage() {}
 
 func (x *Idempotency) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1594,7 @@ func (x *Idempotency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Idempotency.ProtoReflect.Descriptor instead.
 func (*Idempotency) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Idempotency) GetKey() string {
@@ -1631,7 +1631,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_commands_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1643,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_commands_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1656,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_commands_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IdempotencyRecord) GetIdempotency() *Idempotency {
@@ -1680,11 +1680,11 @@ func (x *IdempotencyRecord) GetBody() []byte {
 	return nil
 }
 
-var File_commands_proto protoreflect.FileDescriptor
+var File_fsm_fsmpb_commands_proto protoreflect.FileDescriptor
 
-const file_commands_proto_rawDesc = "" +
+const file_fsm_fsmpb_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x0ecommands.proto\x12\fqueen.fsm.v1\x1a\rrecords.proto\"\x89\x06\n" +
+	"\x18fsm/fsmpb/commands.proto\x12\fqueen.fsm.v1\x1a\x17fsm/fsmpb/records.proto\"\x89\x06\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12;\n" +
@@ -1830,20 +1830,20 @@ const file_commands_proto_rawDesc = "" +
 	"\x04body\x18\x03 \x01(\fR\x04bodyB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
 var (
-	file_commands_proto_rawDescOnce sync.Once
-	file_commands_proto_rawDescData []byte
+	file_fsm_fsmpb_commands_proto_rawDescOnce sync.Once
+	file_fsm_fsmpb_commands_proto_rawDescData []byte
 )
 
-func file_commands_proto_rawDescGZIP() []byte {
-	file_commands_proto_rawDescOnce.Do(func() {
-		file_commands_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)))
+func file_fsm_fsmpb_commands_proto_rawDescGZIP() []byte {
+	file_fsm_fsmpb_commands_proto_rawDescOnce.Do(func() {
+		file_fsm_fsmpb_commands_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_commands_proto_rawDesc), len(file_fsm_fsmpb_commands_proto_rawDesc)))
 	})
-	return file_commands_proto_rawDescData
+	return file_fsm_fsmpb_commands_proto_rawDescData
 }
 
-var file_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
-var file_commands_proto_goTypes = []any{
+var file_fsm_fsmpb_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_fsm_fsmpb_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_fsm_fsmpb_commands_proto_goTypes = []any{
 	(Pop_Subscription)(0),     // 0: queen.fsm.v1.Pop.Subscription
 	(KVOp_Kind)(0),            // 1: queen.fsm.v1.KVOp.Kind
 	(*Command)(nil),           // 2: queen.fsm.v1.Command
@@ -1866,7 +1866,7 @@ var file_commands_proto_goTypes = []any{
 	(*IdempotencyRecord)(nil), // 19: queen.fsm.v1.IdempotencyRecord
 	(*QueueOptions)(nil),      // 20: queen.fsm.v1.QueueOptions
 }
-var file_commands_proto_depIdxs = []int32{
+var file_fsm_fsmpb_commands_proto_depIdxs = []int32{
 	18, // 0: queen.fsm.v1.Command.idempotency:type_name -> queen.fsm.v1.Idempotency
 	3,  // 1: queen.fsm.v1.Command.noop:type_name -> queen.fsm.v1.Noop
 	5,  // 2: queen.fsm.v1.Command.push:type_name -> queen.fsm.v1.Push
@@ -1898,13 +1898,13 @@ var file_commands_proto_depIdxs = []int32{
 	0,  // [0:24] is the sub-list for field type_name
 }
 
-func init() { file_commands_proto_init() }
-func file_commands_proto_init() {
-	if File_commands_proto != nil {
+func init() { file_fsm_fsmpb_commands_proto_init() }
+func file_fsm_fsmpb_commands_proto_init() {
+	if File_fsm_fsmpb_commands_proto != nil {
 		return
 	}
-	file_records_proto_init()
-	file_commands_proto_msgTypes[0].OneofWrappers = []any{
+	file_fsm_fsmpb_records_proto_init()
+	file_fsm_fsmpb_commands_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Noop)(nil),
 		(*Command_Push)(nil),
 		(*Command_Pop)(nil),
@@ -1918,27 +1918,27 @@ func file_commands_proto_init() {
 		(*Command_SetSwitches)(nil),
 		(*Command_IdempotencyRecord)(nil),
 	}
-	file_commands_proto_msgTypes[7].OneofWrappers = []any{
+	file_fsm_fsmpb_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
 		(*TxnOp_Push)(nil),
 	}
-	file_commands_proto_msgTypes[15].OneofWrappers = []any{}
+	file_fsm_fsmpb_commands_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_commands_proto_rawDesc), len(file_commands_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_commands_proto_rawDesc), len(file_fsm_fsmpb_commands_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_commands_proto_goTypes,
-		DependencyIndexes: file_commands_proto_depIdxs,
-		EnumInfos:         file_commands_proto_enumTypes,
-		MessageInfos:      file_commands_proto_msgTypes,
+		GoTypes:           file_fsm_fsmpb_commands_proto_goTypes,
+		DependencyIndexes: file_fsm_fsmpb_commands_proto_depIdxs,
+		EnumInfos:         file_fsm_fsmpb_commands_proto_enumTypes,
+		MessageInfos:      file_fsm_fsmpb_commands_proto_msgTypes,
 	}.Build()
-	File_commands_proto = out.File
-	file_commands_proto_goTypes = nil
-	file_commands_proto_depIdxs = nil
+	File_fsm_fsmpb_commands_proto = out.File
+	file_fsm_fsmpb_commands_proto_goTypes = nil
+	file_fsm_fsmpb_commands_proto_depIdxs = nil
 }

@@ -1,3 +1,3 @@
 package fsmpb
 
-//go:generate protoc --proto_path=. --go_out=. --go_opt=paths=source_relative records.proto commands.proto results.proto
+//go:generate protoc --proto_path=../.. --go_out=../.. --go_opt=paths=source_relative fsm/fsmpb/records.proto fsm/fsmpb/commands.proto fsm/fsmpb/results.proto

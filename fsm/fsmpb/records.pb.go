@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: records.proto
+// source: fsm/fsmpb/records.proto
 
 package fsmpb
 
@@ -55,11 +55,11 @@ func (x GroupRecord_Mode) String() string {
 }
 
 func (GroupRecord_Mode) Descriptor() protoreflect.EnumDescriptor {
-	return file_records_proto_enumTypes[0].Descriptor()
+	return file_fsm_fsmpb_records_proto_enumTypes[0].Descriptor()
 }
 
 func (GroupRecord_Mode) Type() protoreflect.EnumType {
-	return &file_records_proto_enumTypes[0]
+	return &file_fsm_fsmpb_records_proto_enumTypes[0]
 }
 
 func (x GroupRecord_Mode) Number() protoreflect.EnumNumber {
@@ -68,7 +68,7 @@ func (x GroupRecord_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupRecord_Mode.Descriptor instead.
 func (GroupRecord_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{6, 0}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{6, 0}
 }
 
 // QueueOptions are the per-queue settings of spec §4.1. In a Configure
@@ -98,7 +98,7 @@ type QueueOptions struct {
 
 func (x *QueueOptions) Reset() {
 	*x = QueueOptions{}
-	mi := &file_records_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +110,7 @@ func (x *QueueOptions) String() string {
 func (*QueueOptions) ProtoMessage() {}
 
 func (x *QueueOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +123,7 @@ func (x *QueueOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOptions.ProtoReflect.Descriptor instead.
 func (*QueueOptions) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{0}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *QueueOptions) GetLeaseTime() int64 {
@@ -253,7 +253,7 @@ type QueueRecord struct {
 
 func (x *QueueRecord) Reset() {
 	*x = QueueRecord{}
-	mi := &file_records_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +265,7 @@ func (x *QueueRecord) String() string {
 func (*QueueRecord) ProtoMessage() {}
 
 func (x *QueueRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +278,7 @@ func (x *QueueRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRecord.ProtoReflect.Descriptor instead.
 func (*QueueRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{1}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *QueueRecord) GetId() []byte {
@@ -346,7 +346,7 @@ type PartitionRecord struct {
 
 func (x *PartitionRecord) Reset() {
 	*x = PartitionRecord{}
-	mi := &file_records_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +358,7 @@ func (x *PartitionRecord) String() string {
 func (*PartitionRecord) ProtoMessage() {}
 
 func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +371,7 @@ func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
 func (*PartitionRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{2}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PartitionRecord) GetId() []byte {
@@ -444,7 +444,7 @@ type MessageRecord struct {
 
 func (x *MessageRecord) Reset() {
 	*x = MessageRecord{}
-	mi := &file_records_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +456,7 @@ func (x *MessageRecord) String() string {
 func (*MessageRecord) ProtoMessage() {}
 
 func (x *MessageRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +469,7 @@ func (x *MessageRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRecord.ProtoReflect.Descriptor instead.
 func (*MessageRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{3}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MessageRecord) GetId() []byte {
@@ -531,7 +531,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_records_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +543,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +556,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{4}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Lease) GetLeaseId() string {
@@ -618,7 +618,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_records_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +630,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +643,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CursorRecord) GetConsumed() uint64 {
@@ -695,7 +695,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_records_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +707,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +720,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GroupRecord) GetMode() GroupRecord_Mode {
@@ -773,7 +773,7 @@ type DLQRecord struct {
 
 func (x *DLQRecord) Reset() {
 	*x = DLQRecord{}
-	mi := &file_records_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +785,7 @@ func (x *DLQRecord) String() string {
 func (*DLQRecord) ProtoMessage() {}
 
 func (x *DLQRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +798,7 @@ func (x *DLQRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQRecord.ProtoReflect.Descriptor instead.
 func (*DLQRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DLQRecord) GetMessageId() []byte {
@@ -918,7 +918,7 @@ type MetaRecord struct {
 
 func (x *MetaRecord) Reset() {
 	*x = MetaRecord{}
-	mi := &file_records_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +930,7 @@ func (x *MetaRecord) String() string {
 func (*MetaRecord) ProtoMessage() {}
 
 func (x *MetaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +943,7 @@ func (x *MetaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaRecord.ProtoReflect.Descriptor instead.
 func (*MetaRecord) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetaRecord) GetAppliedIndex() uint64 {
@@ -1012,7 +1012,7 @@ type StoredOutcome struct {
 
 func (x *StoredOutcome) Reset() {
 	*x = StoredOutcome{}
-	mi := &file_records_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1024,7 @@ func (x *StoredOutcome) String() string {
 func (*StoredOutcome) ProtoMessage() {}
 
 func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1037,7 @@ func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
 func (*StoredOutcome) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StoredOutcome) GetRequestHash() []byte {
@@ -1082,11 +1082,11 @@ func (x *StoredOutcome) GetBody() []byte {
 	return nil
 }
 
-var File_records_proto protoreflect.FileDescriptor
+var File_fsm_fsmpb_records_proto protoreflect.FileDescriptor
 
-const file_records_proto_rawDesc = "" +
+const file_fsm_fsmpb_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\fqueen.fsm.v1\"\xa9\b\n" +
+	"\x17fsm/fsmpb/records.proto\x12\fqueen.fsm.v1\"\xa9\b\n" +
 	"\fQueueOptions\x12\"\n" +
 	"\n" +
 	"lease_time\x18\x01 \x01(\x03H\x00R\tleaseTime\x88\x01\x01\x12$\n" +
@@ -1217,20 +1217,20 @@ const file_records_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\fR\x04bodyB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
 var (
-	file_records_proto_rawDescOnce sync.Once
-	file_records_proto_rawDescData []byte
+	file_fsm_fsmpb_records_proto_rawDescOnce sync.Once
+	file_fsm_fsmpb_records_proto_rawDescData []byte
 )
 
-func file_records_proto_rawDescGZIP() []byte {
-	file_records_proto_rawDescOnce.Do(func() {
-		file_records_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)))
+func file_fsm_fsmpb_records_proto_rawDescGZIP() []byte {
+	file_fsm_fsmpb_records_proto_rawDescOnce.Do(func() {
+		file_fsm_fsmpb_records_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_records_proto_rawDesc), len(file_fsm_fsmpb_records_proto_rawDesc)))
 	})
-	return file_records_proto_rawDescData
+	return file_fsm_fsmpb_records_proto_rawDescData
 }
 
-var file_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
-var file_records_proto_goTypes = []any{
+var file_fsm_fsmpb_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_fsm_fsmpb_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_fsm_fsmpb_records_proto_goTypes = []any{
 	(GroupRecord_Mode)(0),   // 0: queen.fsm.v1.GroupRecord.Mode
 	(*QueueOptions)(nil),    // 1: queen.fsm.v1.QueueOptions
 	(*QueueRecord)(nil),     // 2: queen.fsm.v1.QueueRecord
@@ -1243,7 +1243,7 @@ var file_records_proto_goTypes = []any{
 	(*MetaRecord)(nil),      // 9: queen.fsm.v1.MetaRecord
 	(*StoredOutcome)(nil),   // 10: queen.fsm.v1.StoredOutcome
 }
-var file_records_proto_depIdxs = []int32{
+var file_fsm_fsmpb_records_proto_depIdxs = []int32{
 	1, // 0: queen.fsm.v1.QueueRecord.options:type_name -> queen.fsm.v1.QueueOptions
 	5, // 1: queen.fsm.v1.CursorRecord.lease:type_name -> queen.fsm.v1.Lease
 	0, // 2: queen.fsm.v1.GroupRecord.mode:type_name -> queen.fsm.v1.GroupRecord.Mode
@@ -1254,28 +1254,28 @@ var file_records_proto_depIdxs = []int32{
 	0, // [0:3] is the sub-list for field type_name
 }
 
-func init() { file_records_proto_init() }
-func file_records_proto_init() {
-	if File_records_proto != nil {
+func init() { file_fsm_fsmpb_records_proto_init() }
+func file_fsm_fsmpb_records_proto_init() {
+	if File_fsm_fsmpb_records_proto != nil {
 		return
 	}
-	file_records_proto_msgTypes[0].OneofWrappers = []any{}
+	file_fsm_fsmpb_records_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_records_proto_rawDesc), len(file_fsm_fsmpb_records_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_records_proto_goTypes,
-		DependencyIndexes: file_records_proto_depIdxs,
-		EnumInfos:         file_records_proto_enumTypes,
-		MessageInfos:      file_records_proto_msgTypes,
+		GoTypes:           file_fsm_fsmpb_records_proto_goTypes,
+		DependencyIndexes: file_fsm_fsmpb_records_proto_depIdxs,
+		EnumInfos:         file_fsm_fsmpb_records_proto_enumTypes,
+		MessageInfos:      file_fsm_fsmpb_records_proto_msgTypes,
 	}.Build()
-	File_records_proto = out.File
-	file_records_proto_goTypes = nil
-	file_records_proto_depIdxs = nil
+	File_fsm_fsmpb_records_proto = out.File
+	file_fsm_fsmpb_records_proto_goTypes = nil
+	file_fsm_fsmpb_records_proto_depIdxs = nil
 }

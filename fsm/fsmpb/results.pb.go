@@ -5,7 +5,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: results.proto
+// source: fsm/fsmpb/results.proto
 
 package fsmpb
 
@@ -60,11 +60,11 @@ func (x PushItemResult_Status) String() string {
 }
 
 func (PushItemResult_Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_results_proto_enumTypes[0].Descriptor()
+	return file_fsm_fsmpb_results_proto_enumTypes[0].Descriptor()
 }
 
 func (PushItemResult_Status) Type() protoreflect.EnumType {
-	return &file_results_proto_enumTypes[0]
+	return &file_fsm_fsmpb_results_proto_enumTypes[0]
 }
 
 func (x PushItemResult_Status) Number() protoreflect.EnumNumber {
@@ -73,7 +73,7 @@ func (x PushItemResult_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PushItemResult_Status.Descriptor instead.
 func (PushItemResult_Status) EnumDescriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{0, 0}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{0, 0}
 }
 
 type PushItemResult struct {
@@ -92,7 +92,7 @@ type PushItemResult struct {
 
 func (x *PushItemResult) Reset() {
 	*x = PushItemResult{}
-	mi := &file_results_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +104,7 @@ func (x *PushItemResult) String() string {
 func (*PushItemResult) ProtoMessage() {}
 
 func (x *PushItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[0]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +117,7 @@ func (x *PushItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushItemResult.ProtoReflect.Descriptor instead.
 func (*PushItemResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{0}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *PushItemResult) GetStatus() PushItemResult_Status {
@@ -185,7 +185,7 @@ type PushResult struct {
 
 func (x *PushResult) Reset() {
 	*x = PushResult{}
-	mi := &file_results_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +197,7 @@ func (x *PushResult) String() string {
 func (*PushResult) ProtoMessage() {}
 
 func (x *PushResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[1]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +210,7 @@ func (x *PushResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResult.ProtoReflect.Descriptor instead.
 func (*PushResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{1}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *PushResult) GetItems() []*PushItemResult {
@@ -235,7 +235,7 @@ type PoppedMessage struct {
 
 func (x *PoppedMessage) Reset() {
 	*x = PoppedMessage{}
-	mi := &file_results_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +247,7 @@ func (x *PoppedMessage) String() string {
 func (*PoppedMessage) ProtoMessage() {}
 
 func (x *PoppedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[2]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +260,7 @@ func (x *PoppedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoppedMessage.ProtoReflect.Descriptor instead.
 func (*PoppedMessage) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{2}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PoppedMessage) GetPartitionId() []byte {
@@ -315,7 +315,7 @@ type PopResult struct {
 
 func (x *PopResult) Reset() {
 	*x = PopResult{}
-	mi := &file_results_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +327,7 @@ func (x *PopResult) String() string {
 func (*PopResult) ProtoMessage() {}
 
 func (x *PopResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[3]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +340,7 @@ func (x *PopResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopResult.ProtoReflect.Descriptor instead.
 func (*PopResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{3}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PopResult) GetQueue() string {
@@ -410,7 +410,7 @@ type AckItemResult struct {
 
 func (x *AckItemResult) Reset() {
 	*x = AckItemResult{}
-	mi := &file_results_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +422,7 @@ func (x *AckItemResult) String() string {
 func (*AckItemResult) ProtoMessage() {}
 
 func (x *AckItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[4]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +435,7 @@ func (x *AckItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckItemResult.ProtoReflect.Descriptor instead.
 func (*AckItemResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{4}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AckItemResult) GetSuccess() bool {
@@ -517,7 +517,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_results_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +529,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[5]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +542,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{5}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AckResult) GetItems() []*AckItemResult {
@@ -571,7 +571,7 @@ type TxnItemResult struct {
 
 func (x *TxnItemResult) Reset() {
 	*x = TxnItemResult{}
-	mi := &file_results_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +583,7 @@ func (x *TxnItemResult) String() string {
 func (*TxnItemResult) ProtoMessage() {}
 
 func (x *TxnItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +596,7 @@ func (x *TxnItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnItemResult.ProtoReflect.Descriptor instead.
 func (*TxnItemResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TxnItemResult) GetType() string {
@@ -691,7 +691,7 @@ type TxnResult struct {
 
 func (x *TxnResult) Reset() {
 	*x = TxnResult{}
-	mi := &file_results_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +703,7 @@ func (x *TxnResult) String() string {
 func (*TxnResult) ProtoMessage() {}
 
 func (x *TxnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +716,7 @@ func (x *TxnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResult.ProtoReflect.Descriptor instead.
 func (*TxnResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TxnResult) GetSuccess() bool {
@@ -779,7 +779,7 @@ type ExtendResult struct {
 
 func (x *ExtendResult) Reset() {
 	*x = ExtendResult{}
-	mi := &file_results_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +791,7 @@ func (x *ExtendResult) String() string {
 func (*ExtendResult) ProtoMessage() {}
 
 func (x *ExtendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +804,7 @@ func (x *ExtendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResult.ProtoReflect.Descriptor instead.
 func (*ExtendResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExtendResult) GetSuccess() bool {
@@ -842,7 +842,7 @@ type ConfigureResult struct {
 
 func (x *ConfigureResult) Reset() {
 	*x = ConfigureResult{}
-	mi := &file_results_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +854,7 @@ func (x *ConfigureResult) String() string {
 func (*ConfigureResult) ProtoMessage() {}
 
 func (x *ConfigureResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +867,7 @@ func (x *ConfigureResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResult.ProtoReflect.Descriptor instead.
 func (*ConfigureResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigureResult) GetQueueId() []byte {
@@ -936,7 +936,7 @@ type QueueOptionsOut struct {
 
 func (x *QueueOptionsOut) Reset() {
 	*x = QueueOptionsOut{}
-	mi := &file_results_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +948,7 @@ func (x *QueueOptionsOut) String() string {
 func (*QueueOptionsOut) ProtoMessage() {}
 
 func (x *QueueOptionsOut) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +961,7 @@ func (x *QueueOptionsOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOptionsOut.ProtoReflect.Descriptor instead.
 func (*QueueOptionsOut) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QueueOptionsOut) GetLeaseTime() int64 {
@@ -1078,7 +1078,7 @@ type DeleteQueueResult struct {
 
 func (x *DeleteQueueResult) Reset() {
 	*x = DeleteQueueResult{}
-	mi := &file_results_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1090,7 @@ func (x *DeleteQueueResult) String() string {
 func (*DeleteQueueResult) ProtoMessage() {}
 
 func (x *DeleteQueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1103,7 @@ func (x *DeleteQueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResult.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteQueueResult) GetExisted() bool {
@@ -1126,7 +1126,7 @@ type SweepResult struct {
 
 func (x *SweepResult) Reset() {
 	*x = SweepResult{}
-	mi := &file_results_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1138,7 @@ func (x *SweepResult) String() string {
 func (*SweepResult) ProtoMessage() {}
 
 func (x *SweepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1151,7 @@ func (x *SweepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResult.ProtoReflect.Descriptor instead.
 func (*SweepResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SweepResult) GetLeases() uint32 {
@@ -1203,7 +1203,7 @@ type KVRow struct {
 
 func (x *KVRow) Reset() {
 	*x = KVRow{}
-	mi := &file_results_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1215,7 @@ func (x *KVRow) String() string {
 func (*KVRow) ProtoMessage() {}
 
 func (x *KVRow) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1228,7 @@ func (x *KVRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVRow.ProtoReflect.Descriptor instead.
 func (*KVRow) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KVRow) GetKey() string {
@@ -1295,7 +1295,7 @@ type KVResult struct {
 
 func (x *KVResult) Reset() {
 	*x = KVResult{}
-	mi := &file_results_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1307,7 @@ func (x *KVResult) String() string {
 func (*KVResult) ProtoMessage() {}
 
 func (x *KVResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1320,7 @@ func (x *KVResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVResult.ProtoReflect.Descriptor instead.
 func (*KVResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVResult) GetOp() string {
@@ -1433,7 +1433,7 @@ type KVBatchResult struct {
 
 func (x *KVBatchResult) Reset() {
 	*x = KVBatchResult{}
-	mi := &file_results_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1445,7 @@ func (x *KVBatchResult) String() string {
 func (*KVBatchResult) ProtoMessage() {}
 
 func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1458,7 @@ func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatchResult.ProtoReflect.Descriptor instead.
 func (*KVBatchResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVBatchResult) GetOk() bool {
@@ -1502,7 +1502,7 @@ type SwitchesResult struct {
 
 func (x *SwitchesResult) Reset() {
 	*x = SwitchesResult{}
-	mi := &file_results_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1514,7 @@ func (x *SwitchesResult) String() string {
 func (*SwitchesResult) ProtoMessage() {}
 
 func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1527,7 @@ func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchesResult.ProtoReflect.Descriptor instead.
 func (*SwitchesResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SwitchesResult) GetPushMaintenance() bool {
@@ -1576,7 +1576,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_results_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1588,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1601,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Replay) GetOutcome() *StoredOutcome {
@@ -1620,7 +1620,7 @@ type IdempotencyResult struct {
 
 func (x *IdempotencyResult) Reset() {
 	*x = IdempotencyResult{}
-	mi := &file_results_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1632,7 @@ func (x *IdempotencyResult) String() string {
 func (*IdempotencyResult) ProtoMessage() {}
 
 func (x *IdempotencyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1645,7 @@ func (x *IdempotencyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyResult.ProtoReflect.Descriptor instead.
 func (*IdempotencyResult) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *IdempotencyResult) GetStored() bool {
@@ -1682,7 +1682,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_results_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1694,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_results_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1707,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_results_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Response) GetIndex() uint64 {
@@ -1915,11 +1915,11 @@ func (*Response_Idempotency) isResponse_Result() {}
 
 func (*Response_Replay) isResponse_Result() {}
 
-var File_results_proto protoreflect.FileDescriptor
+var File_fsm_fsmpb_results_proto protoreflect.FileDescriptor
 
-const file_results_proto_rawDesc = "" +
+const file_fsm_fsmpb_results_proto_rawDesc = "" +
 	"\n" +
-	"\rresults.proto\x12\fqueen.fsm.v1\x1a\rrecords.proto\"\xd4\x02\n" +
+	"\x17fsm/fsmpb/results.proto\x12\fqueen.fsm.v1\x1a\x17fsm/fsmpb/records.proto\"\xd4\x02\n" +
 	"\x0ePushItemResult\x12;\n" +
 	"\x06status\x18\x01 \x01(\x0e2#.queen.fsm.v1.PushItemResult.StatusR\x06status\x12\x1d\n" +
 	"\n" +
@@ -2095,20 +2095,20 @@ const file_results_proto_rawDesc = "" +
 	"\x06resultB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
 var (
-	file_results_proto_rawDescOnce sync.Once
-	file_results_proto_rawDescData []byte
+	file_fsm_fsmpb_results_proto_rawDescOnce sync.Once
+	file_fsm_fsmpb_results_proto_rawDescData []byte
 )
 
-func file_results_proto_rawDescGZIP() []byte {
-	file_results_proto_rawDescOnce.Do(func() {
-		file_results_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_results_proto_rawDesc), len(file_results_proto_rawDesc)))
+func file_fsm_fsmpb_results_proto_rawDescGZIP() []byte {
+	file_fsm_fsmpb_results_proto_rawDescOnce.Do(func() {
+		file_fsm_fsmpb_results_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_results_proto_rawDesc), len(file_fsm_fsmpb_results_proto_rawDesc)))
 	})
-	return file_results_proto_rawDescData
+	return file_fsm_fsmpb_results_proto_rawDescData
 }
 
-var file_results_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_results_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
-var file_results_proto_goTypes = []any{
+var file_fsm_fsmpb_results_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_fsm_fsmpb_results_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fsm_fsmpb_results_proto_goTypes = []any{
 	(PushItemResult_Status)(0), // 0: queen.fsm.v1.PushItemResult.Status
 	(*PushItemResult)(nil),     // 1: queen.fsm.v1.PushItemResult
 	(*PushResult)(nil),         // 2: queen.fsm.v1.PushResult
@@ -2133,7 +2133,7 @@ var file_results_proto_goTypes = []any{
 	(*MessageRecord)(nil),      // 21: queen.fsm.v1.MessageRecord
 	(*StoredOutcome)(nil),      // 22: queen.fsm.v1.StoredOutcome
 }
-var file_results_proto_depIdxs = []int32{
+var file_fsm_fsmpb_results_proto_depIdxs = []int32{
 	0,  // 0: queen.fsm.v1.PushItemResult.status:type_name -> queen.fsm.v1.PushItemResult.Status
 	1,  // 1: queen.fsm.v1.PushResult.items:type_name -> queen.fsm.v1.PushItemResult
 	3,  // 2: queen.fsm.v1.PopResult.messages:type_name -> queen.fsm.v1.PoppedMessage
@@ -2165,13 +2165,13 @@ var file_results_proto_depIdxs = []int32{
 	0,  // [0:24] is the sub-list for field type_name
 }
 
-func init() { file_results_proto_init() }
-func file_results_proto_init() {
-	if File_results_proto != nil {
+func init() { file_fsm_fsmpb_results_proto_init() }
+func file_fsm_fsmpb_results_proto_init() {
+	if File_fsm_fsmpb_results_proto != nil {
 		return
 	}
-	file_records_proto_init()
-	file_results_proto_msgTypes[19].OneofWrappers = []any{
+	file_fsm_fsmpb_records_proto_init()
+	file_fsm_fsmpb_results_proto_msgTypes[19].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
 		(*Response_Ack)(nil),
@@ -2189,18 +2189,18 @@ func file_results_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_results_proto_rawDesc), len(file_results_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_results_proto_rawDesc), len(file_fsm_fsmpb_results_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_results_proto_goTypes,
-		DependencyIndexes: file_results_proto_depIdxs,
-		EnumInfos:         file_results_proto_enumTypes,
-		MessageInfos:      file_results_proto_msgTypes,
+		GoTypes:           file_fsm_fsmpb_results_proto_goTypes,
+		DependencyIndexes: file_fsm_fsmpb_results_proto_depIdxs,
+		EnumInfos:         file_fsm_fsmpb_results_proto_enumTypes,
+		MessageInfos:      file_fsm_fsmpb_results_proto_msgTypes,
 	}.Build()
-	File_results_proto = out.File
-	file_results_proto_goTypes = nil
-	file_results_proto_depIdxs = nil
+	File_fsm_fsmpb_results_proto = out.File
+	file_fsm_fsmpb_results_proto_goTypes = nil
+	file_fsm_fsmpb_results_proto_depIdxs = nil
 }

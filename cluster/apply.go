@@ -1,0 +1,259 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// Forwarder reaches the leader's node over the internal service (grpcapi).
+// Each call runs on the leader only: a node that is no longer the leader
+// answers ErrNotLeader, having done nothing.
+type Forwarder interface {
+	Apply(ctx context.Context, addr string, cmd *fsmpb.Command) (proto.Message, error)
+	Pop(ctx context.Context, addr string, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	ReadIndex(ctx context.Context, addr string) (uint64, error)
+	RemoveServer(ctx context.Context, addr, id string) error
+}
+
+// SetForwarder installs the client used to reach the leader.
+func (n *Node) SetForwarder(f Forwarder) { n.fwd = f }
+
+// leaderWait bounds how long a request waits for an election to finish.
+const leaderWait = 5 * time.Second
+
+// route runs local when this node leads and remote against the leader
+// otherwise: the one forwarding path every front end uses. While there is
+// no leader it waits (up to leaderWait and the caller's deadline); a target
+// that turns out not to lead did nothing, so route tries the new leader.
+func route[T any](n *Node, ctx context.Context, local func() (T, error), remote func(addr string) (T, error)) (T, error) {
+	var zero T
+	deadline := time.Now().Add(leaderWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	for {
+		var err error
+		var v T
+		if n.raft.State() == raft.Leader {
+			v, err = local()
+		} else if addr := n.leaderForwardAddr(); addr != "" && n.fwd != nil {
+			v, err = remote(addr)
+		} else {
+			err = n.notLeader()
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) {
+			return v, err
+		}
+		if time.Now().After(deadline) {
+			return zero, err
+		}
+		select {
+		case <-ctx.Done():
+			return zero, ErrTimeout
+		case <-n.stop:
+			return zero, ErrShutdown
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// leaderForwardAddr is the leader's forwarding address, from gossip.
+func (n *Node) leaderForwardAddr() string {
+	_, id := n.raft.LeaderWithID()
+	if id == "" || n.members == nil {
+		return ""
+	}
+	if m, ok := n.members.byID(string(id)); ok {
+		return m.GRPC
+	}
+	return ""
+}
+
+// Apply turns cmd into one log entry, on the leader, and returns the FSM's
+// result for that entry (never "index N committed").
+func (n *Node) Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+	return route(n, ctx,
+		func() (proto.Message, error) { return n.applyLocal(ctx, cmd) },
+		func(addr string) (proto.Message, error) { return n.fwd.Apply(ctx, addr, cmd) })
+}
+
+// ApplyLocal applies cmd if this node leads, else answers ErrNotLeader: the
+// forwarding service's entry point, so a forwarded command never hops twice.
+func (n *Node) ApplyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, ErrNotLeader
+	}
+	return n.applyLocal(ctx, cmd)
+}
+
+func (n *Node) notLeader() error {
+	if addr, _ := n.raft.LeaderWithID(); addr == "" {
+		return ErrNoLeader
+	}
+	return ErrNotLeader
+}
+
+func (n *Node) applyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+	select {
+	case <-n.stop:
+		return nil, ErrShutdown
+	default:
+	}
+	if idem := cmd.Idempotency; idem != nil && idem.Key != "" {
+		if _, busy := n.inflight.LoadOrStore(idem.Key, struct{}{}); busy {
+			return nil, ErrInFlight
+		}
+		defer n.inflight.Delete(idem.Key)
+	}
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return nil, ErrTimeout
+	}
+	cmd.StampUs = n.clock.next(n.fsm.LastNow())
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: encode command: %w", err)
+	}
+	start := time.Now()
+	f := n.raft.Apply(data, timeout)
+	if ctx.Done() != nil {
+		done := make(chan struct{})
+		go func() { f.Error(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			n.m.applyErrors.WithLabelValues("outcome_unknown").Inc()
+			return nil, ErrOutcomeUnknown
+		}
+	}
+	if err := f.Error(); err != nil {
+		mapped := mapRaftError(err)
+		n.m.applyErrors.WithLabelValues(errLabel(mapped)).Inc()
+		return nil, mapped
+	}
+	n.m.applySeconds.Observe(time.Since(start).Seconds())
+	switch r := f.Response().(type) {
+	case *fsmpb.Response:
+		if r.InternalError != "" {
+			return nil, fmt.Errorf("%w: %s", ErrInternal, r.InternalError)
+		}
+		return r, nil
+	case proto.Message:
+		return r, nil
+	case nil:
+		return nil, fmt.Errorf("%w: entry %d had no result", ErrInternal, f.Index())
+	default:
+		return nil, fmt.Errorf("%w: unexpected result %T", ErrInternal, r)
+	}
+}
+
+// mapRaftError says whether a failed apply may still have committed.
+func mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
+		return ErrNotLeader // refused before it entered the log
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrOutcomeUnknown
+	default: // ErrLeadershipLost and anything else after proposal
+		return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err)
+	}
+}
+
+func errLabel(err error) string {
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return "not_leader"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrOutcomeUnknown):
+		return "outcome_unknown"
+	}
+	return "other"
+}
+
+// ReadLevel is how fresh a read must be.
+type ReadLevel int
+
+const (
+	// Linearizable reads reflect every write acknowledged before the read
+	// started: the leader confirms it still leads and returns its commit
+	// index, and the node serving the read waits until it has applied that
+	// index (Raft §6.4, etcd's ReadIndex). A follower serves them from its
+	// own state after asking the leader for the index.
+	Linearizable ReadLevel = iota
+	// Stale reads answer from this node's state as it is.
+	Stale
+)
+
+// Read runs fn over a consistent view of the state at the given level.
+func (n *Node) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) error) error {
+	if level == Linearizable {
+		index, err := route(n, ctx,
+			func() (uint64, error) { return n.ReadIndex(ctx) },
+			func(addr string) (uint64, error) { return n.fwd.ReadIndex(ctx, addr) })
+		if err != nil {
+			return err
+		}
+		if err := n.waitApplied(ctx, index); err != nil {
+			return err
+		}
+	}
+	return n.fsm.Read(fn)
+}
+
+// ReadIndex returns the index a linearizable read must wait for: after the
+// leader has applied every entry of earlier terms, its commit index, once
+// it has confirmed with a quorum that it still leads.
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return 0, ErrNotLeader
+	}
+	for !n.ready.Load() {
+		select {
+		case <-ctx.Done():
+			return 0, ErrTimeout
+		case <-n.stop:
+			return 0, ErrShutdown
+		case <-time.After(5 * time.Millisecond):
+		}
+		if n.raft.State() != raft.Leader {
+			return 0, ErrNotLeader
+		}
+	}
+	index := n.raft.CommitIndex()
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, ErrNotLeader
+	}
+	return n.lastStateIndex(index), nil
+}
+
+// lastStateIndex walks back from index over entries that never reach the
+// FSM (no-ops, barriers) to the last one that does. A read must wait for
+// the FSM to have applied that entry: Raft's own applied index is advanced
+// when entries are handed to the FSM, not when the FSM is done with them,
+// and the FSM's applied index never reaches an index that holds a no-op.
+func (n *Node) lastStateIndex(index uint64) uint64 {
+	for i := index; i > 0; i-- {
+		var l raft.Log
+		if err := n.stores.Log.GetLog(i, &l); err != nil {
+			return i // compacted away: covered by the snapshot the FSM holds
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return 0
+}

@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Membership is discovery only: memberlist tells the nodes about each other
+// (their addresses and whether they look alive). The Raft configuration, not
+// gossip, decides who votes (STYLE.md §6).
+
+// meta is what a node tells the others about itself in gossip.
+type meta struct {
+	ID     string `json:"id"`
+	Raft   string `json:"raft"`
+	HTTP   string `json:"http"`
+	GRPC   string `json:"grpc"`
+	Expect int    `json:"expect"`
+	// Boot: this node has Raft state (it bootstrapped or was added).
+	Boot bool `json:"boot"`
+}
+
+// Member is a node as gossip sees it.
+type Member struct {
+	meta
+	Alive bool
+}
+
+type members struct {
+	ml   *memberlist.Memberlist
+	mu   sync.Mutex
+	self meta
+	// changed is signalled (non-blocking) on every join, leave or update.
+	changed chan struct{}
+}
+
+func (m *members) NodeMeta(limit int) []byte {
+	m.mu.Lock()
+	b, _ := json.Marshal(m.self)
+	m.mu.Unlock()
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (m *members) NotifyMsg([]byte)                           {}
+func (m *members) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (m *members) LocalState(join bool) []byte                { return nil }
+func (m *members) MergeRemoteState(buf []byte, join bool)     {}
+func (m *members) NotifyJoin(*memberlist.Node)                { m.signal() }
+func (m *members) NotifyLeave(*memberlist.Node)               { m.signal() }
+func (m *members) NotifyUpdate(*memberlist.Node)              { m.signal() }
+
+func (m *members) signal() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// startMembership creates the memberlist on bindAddr, advertising advAddr.
+func startMembership(self meta, bindAddr, advAddr string, local bool, logger *log.Logger) (*members, error) {
+	m := &members{self: self, changed: make(chan struct{}, 1)}
+	conf := memberlist.DefaultLANConfig()
+	if local {
+		conf = memberlist.DefaultLocalConfig()
+	}
+	conf.Name = self.ID
+	host, port, err := splitHostPort(bindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip address %q: %w", bindAddr, err)
+	}
+	conf.BindAddr, conf.BindPort = host, port
+	ahost, aport, err := splitHostPort(advAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip advertise address %q: %w", advAddr, err)
+	}
+	ip, err := resolveIP(ahost)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip advertise address %q: %w", advAddr, err)
+	}
+	conf.AdvertiseAddr, conf.AdvertisePort = ip, aport
+	conf.Delegate = m
+	conf.Events = m
+	conf.Logger = logger
+	ml, err := memberlist.Create(conf)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip on %s: %w", bindAddr, err)
+	}
+	m.ml = ml
+	return m, nil
+}
+
+// setBoot records in gossip that this node has Raft state.
+func (m *members) setBoot() {
+	m.mu.Lock()
+	changed := !m.self.Boot
+	m.self.Boot = true
+	m.mu.Unlock()
+	if changed {
+		_ = m.ml.UpdateNode(time.Second)
+	}
+}
+
+// list returns every member gossip knows, with its liveness.
+func (m *members) list() []Member {
+	var out []Member
+	for _, n := range m.ml.Members() {
+		var md meta
+		if json.Unmarshal(n.Meta, &md) != nil || md.ID == "" {
+			continue
+		}
+		out = append(out, Member{meta: md, Alive: n.State == memberlist.StateAlive})
+	}
+	return out
+}
+
+// byID finds a member by node id.
+func (m *members) byID(id string) (Member, bool) {
+	for _, mb := range m.list() {
+		if mb.ID == id {
+			return mb, true
+		}
+	}
+	return Member{}, false
+}
+
+func (m *members) shutdown() {
+	_ = m.ml.Leave(time.Second)
+	_ = m.ml.Shutdown()
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return h, port, nil
+}
+
+// resolveIP turns a host name into the IP gossip must advertise.
+func resolveIP(host string) (string, error) {
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsUnspecified() {
+			return "", fmt.Errorf("%s is not an address other nodes can reach; set --advertise-addr", host)
+		}
+		return host, nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("cannot resolve %q: %v", host, err)
+	}
+	for _, ip := range ips {
+		if ip.To4() != nil {
+			return ip.String(), nil
+		}
+	}
+	return ips[0].String(), nil
+}

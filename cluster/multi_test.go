@@ -1,0 +1,417 @@
+package cluster_test
+
+// In-process multi-node tests: real Raft over loopback TCP, real bbolt
+// files, real gossip, real gRPC forwarding. They poll with checkFor instead
+// of sleeping.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/grpcapi"
+	"github.com/queen-node/queen-node/raftlog"
+)
+
+type testNode struct {
+	id      string
+	dir     string
+	raft    string
+	gossip  string
+	grpc    string
+	join    []string
+	expect  int
+	tuning  raftlog.Tuning
+	node    *cluster.Node
+	srv     *grpc.Server
+	fwd     *grpcapi.ForwardClient
+	snapMax int64
+}
+
+// freeAddrs returns n distinct free loopback addresses (all listeners are
+// held until every port is chosen, so none is handed out twice).
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
+	}
+	return out
+}
+
+func newTestNode(t *testing.T, id string, expect int, a []string) *testNode {
+	if a == nil {
+		a = freeAddrs(t, 3)
+	}
+	return &testNode{id: id, dir: t.TempDir(), raft: a[0], gossip: a[1], grpc: a[2], expect: expect, tuning: fast()}
+}
+
+func fast() raftlog.Tuning {
+	return raftlog.Tuning{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond}
+}
+
+func (tn *testNode) start(t *testing.T) {
+	t.Helper()
+	n, err := cluster.Start(cluster.Config{
+		NodeID: tn.id, DataDir: tn.dir, RaftAddr: tn.raft, BootstrapExpect: tn.expect,
+		GossipAddr: tn.gossip, Join: tn.join, LocalGossip: true, GRPCAdvertise: tn.grpc,
+		HTTPAdvertise: "http://" + tn.id, Tuning: tn.tuning, SweepInterval: 100 * time.Millisecond,
+		SnapshotBytes: tn.snapMax,
+	})
+	if err != nil {
+		t.Fatalf("start %s: %v", tn.id, err)
+	}
+	tn.node = n
+	tn.fwd = grpcapi.NewForwardClient()
+	n.SetForwarder(tn.fwd)
+	ln, err := net.Listen("tcp", tn.grpc)
+	if err != nil {
+		t.Fatalf("listen %s: %v", tn.grpc, err)
+	}
+	tn.srv = grpcapi.NewServer(n)
+	go tn.srv.Serve(ln)
+}
+
+func (tn *testNode) stop(crash bool) {
+	if tn.node == nil {
+		return
+	}
+	tn.srv.Stop()
+	if crash {
+		tn.node.Kill()
+	} else {
+		tn.node.Shutdown()
+	}
+	tn.fwd.Close()
+	tn.node = nil
+}
+
+type testCluster struct {
+	t     *testing.T
+	nodes []*testNode
+}
+
+func newCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	var gossip []string
+	addrs := freeAddrs(t, 3*n) // all at once: no port handed out twice
+	for i := 0; i < n; i++ {
+		tn := newTestNode(t, fmt.Sprintf("n%d", i+1), n, addrs[3*i:3*i+3])
+		gossip = append(gossip, tn.gossip)
+		c.nodes = append(c.nodes, tn)
+	}
+	for _, tn := range c.nodes {
+		tn.join = gossip
+		tn.start(t)
+	}
+	t.Cleanup(func() {
+		for _, tn := range c.nodes {
+			tn.stop(false)
+		}
+	})
+	c.leader()
+	return c
+}
+
+func checkFor(t *testing.T, total time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %v: %v", total, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leader waits for exactly one leader among the running nodes.
+func (c *testCluster) leader() *testNode {
+	c.t.Helper()
+	var lead *testNode
+	checkFor(c.t, 15*time.Second, func() error {
+		lead = nil
+		for _, tn := range c.nodes {
+			if tn.node == nil || !tn.node.IsLeader() {
+				continue
+			}
+			if lead != nil {
+				return errors.New("two leaders")
+			}
+			lead = tn
+		}
+		if lead == nil {
+			return errors.New("no leader yet")
+		}
+		return nil
+	})
+	return lead
+}
+
+func (c *testCluster) followers() []*testNode {
+	var out []*testNode
+	for _, tn := range c.nodes {
+		if tn.node != nil && !tn.node.IsLeader() {
+			out = append(out, tn)
+		}
+	}
+	return out
+}
+
+func push(ctx context.Context, n *cluster.Node, queue, txn string) (*fsmpb.PushItemResult, error) {
+	id := uuid.Must(uuid.NewV7())
+	res, err := n.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: []*fsmpb.PushItem{{
+		Queue: queue, Partition: "Default", TransactionId: txn, Payload: []byte(`"` + txn + `"`), MessageId: id[:]}}}}})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*fsmpb.PushResult).Items[0], nil
+}
+
+// drain pops everything a fresh group sees, through node n, and returns the
+// transactionIds.
+func drain(t *testing.T, n *cluster.Node, queue string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	group := "drain-" + uuid.NewString()
+	for i := 0; i < 1000; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := n.Pop(ctx, &fsmpb.Pop{Queue: queue, ConsumerGroup: group, Batch: 500, Partitions: 10}, 0)
+		cancel()
+		if err != nil {
+			t.Fatalf("drain pop: %v", err)
+		}
+		if len(res.Messages) == 0 {
+			return got
+		}
+		var acks []*fsmpb.AckItem
+		for j, m := range res.Messages {
+			got[res.Records[j].TransactionId]++
+			acks = append(acks, &fsmpb.AckItem{TransactionId: res.Records[j].TransactionId, PartitionId: m.PartitionId,
+				ConsumerGroup: group, LeaseId: res.LeaseId, Status: fsm.StatusCompleted})
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = n.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: acks}}})
+		cancel()
+		if err != nil {
+			t.Fatalf("drain ack: %v", err)
+		}
+	}
+	t.Fatal("drain did not finish")
+	return nil
+}
+
+func TestThreeNodesElectForwardAndReadFromFollowers(t *testing.T) {
+	c := newCluster(t, 3)
+	f := c.followers()[0]
+	ctx := context.Background()
+	r, err := push(ctx, f.node, "q", "via-follower")
+	if err != nil || r.Status != fsmpb.PushItemResult_QUEUED {
+		t.Fatalf("push through a follower: %v %v", r, err)
+	}
+	// A linearizable read on another follower sees it at once.
+	other := c.followers()[1]
+	err = other.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
+		if q := rd.Queue("q"); q == nil {
+			return errors.New("a linearizable read on a follower missed an acknowledged push")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A long-poll pop on a follower is served by the leader and woken by a push.
+	done := make(chan *fsmpb.PopResult, 1)
+	go func() {
+		res, err := other.node.Pop(ctx, &fsmpb.Pop{Queue: "lp", Batch: 1}, 5*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if _, err := push(ctx, f.node, "lp", "wake"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if len(res.Messages) != 1 || res.Records[0].TransactionId != "wake" {
+			t.Fatalf("long poll through a follower: %v", res)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatal("long poll through a follower never returned")
+	}
+	view := f.node.Cluster()
+	if len(view.Nodes) != 3 || view.Leader.ID == "" {
+		t.Fatalf("cluster view: %+v", view)
+	}
+	for _, nv := range view.Nodes {
+		if !nv.Voter || !nv.Alive {
+			t.Fatalf("node %+v should be a live voter", nv)
+		}
+	}
+}
+
+func TestKillLeaderKeepsEveryAcknowledgedPush(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	ctx := context.Background()
+	acked := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		id := fmt.Sprint("before-", i)
+		if _, err := push(ctx, c.followers()[i%2].node, "q", id); err != nil {
+			t.Fatal(err)
+		}
+		acked[id] = true
+	}
+	start := time.Now()
+	old.stop(true)
+	newLeader := c.leader()
+	if newLeader == old {
+		t.Fatal("the dead node still leads")
+	}
+	t.Logf("new leader %s after %v", newLeader.id, time.Since(start))
+	for i := 0; i < 50; i++ {
+		id := fmt.Sprint("after-", i)
+		if _, err := push(ctx, c.followers()[0].node, "q", id); err != nil {
+			t.Fatal(err)
+		}
+		acked[id] = true
+	}
+	got := drain(t, newLeader.node, "q")
+	for id := range acked {
+		if got[id] != 1 {
+			t.Fatalf("acknowledged push %s read back %d times", id, got[id])
+		}
+	}
+	// The old leader comes back as a follower with everything.
+	old.start(t)
+	checkFor(t, 10*time.Second, func() error {
+		return old.node.Read(ctx, cluster.Stale, func(rd *fsm.Reader) error {
+			for _, p := range rd.Partitions("q") {
+				if p.Count == 100 {
+					return nil
+				}
+			}
+			return errors.New("restarted node has not caught up")
+		})
+	})
+	if old.node.IsLeader() && c.leader() != old {
+		t.Fatal("confused leadership")
+	}
+}
+
+func TestGracefulShutdownTransfersLeadership(t *testing.T) {
+	c := newCluster(t, 3)
+	old := c.leader()
+	start := time.Now()
+	old.stop(false)
+	next := c.leader()
+	took := time.Since(start)
+	t.Logf("leadership moved to %s in %v", next.id, took)
+	if took > 2*time.Second {
+		t.Fatalf("a graceful leader shutdown left the cluster leaderless for %v", took)
+	}
+}
+
+func TestFourthNodeJoinsWithTheSameCommandLine(t *testing.T) {
+	c := newCluster(t, 3)
+	n4 := newTestNode(t, "n4", 3, nil)
+	n4.join = c.nodes[0].join
+	c.nodes = append(c.nodes, n4)
+	n4.start(t)
+	checkFor(t, 15*time.Second, func() error {
+		voters := 0
+		for _, nv := range c.leader().node.Cluster().Nodes {
+			if nv.Voter {
+				voters++
+			}
+		}
+		if voters != 4 {
+			return fmt.Errorf("%d voters", voters)
+		}
+		return nil
+	})
+	if _, err := push(context.Background(), n4.node, "q", "from-n4"); err != nil {
+		t.Fatal(err)
+	}
+	// An operator removes a node that is gone for good.
+	n4.stop(true)
+	if err := c.nodes[0].node.RemoveServer(context.Background(), "n4"); err != nil {
+		t.Fatal(err)
+	}
+	for _, nv := range c.leader().node.Cluster().Nodes {
+		if nv.ID == "n4" && nv.Voter {
+			t.Fatal("n4 is still a voter")
+		}
+	}
+	if err := c.nodes[0].node.RemoveServer(context.Background(), "nope"); !errors.Is(err, cluster.ErrUnknownServer) {
+		t.Fatalf("removing an unknown node: %v", err)
+	}
+}
+
+func TestLaggingFollowerCatchesUpThroughInstallSnapshot(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := context.Background()
+	lag := c.followers()[0]
+	lag.stop(false)
+	lead := c.leader()
+	for i := 0; i < 300; i++ {
+		if _, err := push(ctx, lead.node, "q", fmt.Sprint("m", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Snapshot and truncate the leader's log past the lagging node: trailing
+	// logs are 10240 by default, so take snapshots with a tiny trailing log.
+	for _, tn := range c.nodes {
+		if tn.node != nil {
+			if err := tn.node.SnapshotWithTrailing(10); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if snaps, _ := filepath.Glob(filepath.Join(lag.dir, "raft", "snapshots", "*")); len(snaps) != 0 {
+		t.Fatalf("the stopped node already has snapshots: %v", snaps)
+	}
+	lag.start(t)
+	checkFor(t, 20*time.Second, func() error {
+		return lag.node.Read(ctx, cluster.Stale, func(rd *fsm.Reader) error {
+			for _, p := range rd.Partitions("q") {
+				if p.Count == 300 {
+					return nil
+				}
+			}
+			return errors.New("not caught up")
+		})
+	})
+	snaps, _ := filepath.Glob(filepath.Join(lag.dir, "raft", "snapshots", "*"))
+	if len(snaps) == 0 {
+		t.Fatal("caught up without installing a snapshot")
+	}
+	got := drain(t, lag.node, "q")
+	if len(got) != 300 {
+		t.Fatalf("after InstallSnapshot the node reads %d messages, want 300", len(got))
+	}
+	_ = os.Remove
+}

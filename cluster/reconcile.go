@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// reconcile runs on the leader: every live gossip member that is not a
+// voter becomes one, and a voter that came back on a new address gets it
+// updated. Nothing is ever removed here. A voter that is down is removed
+// only by an operator (RemoveServer): removing voters automatically shrinks
+// the quorum, and a node that gossip wrongly thinks dead (a partition, a
+// long pause) would be dropped from a healthy cluster. Raft already
+// tolerates a dead minority, and the operator knows whether it is coming
+// back.
+func (n *Node) reconcile() {
+	if n.members == nil {
+		return
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	voters := map[string]raft.Server{}
+	for _, s := range f.Configuration().Servers {
+		voters[string(s.ID)] = s
+	}
+	for _, m := range n.members.list() {
+		if !m.Alive || m.Raft == "" {
+			continue
+		}
+		s, known := voters[m.ID]
+		if known && string(s.Address) == m.Raft {
+			continue
+		}
+		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 10*time.Second).Error(); err != nil {
+			n.log.Warn("adding voter failed; will retry", "id", m.ID, "addr", m.Raft, "err", err)
+			continue
+		}
+		if known {
+			n.log.Info("updated a voter's address", "id", m.ID, "addr", m.Raft)
+		} else {
+			n.log.Info("added a voter", "id", m.ID, "addr", m.Raft)
+		}
+	}
+}
+
+// ErrUnknownServer: RemoveServer named a node that is not in the
+// configuration.
+var ErrUnknownServer = errors.New("cluster: no such server in the configuration")
+
+// RemoveServer removes a node from the Raft configuration (an operator's
+// decision; see reconcile). It runs on the leader.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	_, err := route(n, ctx,
+		func() (struct{}, error) { return struct{}{}, n.RemoveServerLocal(id) },
+		func(addr string) (struct{}, error) { return struct{}{}, n.fwd.RemoveServer(ctx, addr, id) })
+	return err
+}
+
+// RemoveServerLocal removes id if this node leads.
+func (n *Node) RemoveServerLocal(id string) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		found = found || string(s.ID) == id
+	}
+	if !found {
+		return ErrUnknownServer
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
+		return fmt.Errorf("cluster: remove %s: %w", id, mapRaftError(err))
+	}
+	n.log.Info("removed a voter", "id", id)
+	return nil
+}

@@ -1,0 +1,172 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/grpcapi/internalpb"
+)
+
+// Leader is what the forwarding service needs from the node: operations
+// that run only if this node leads, and answer ErrNotLeader otherwise.
+type Leader interface {
+	ApplyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error)
+	PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	ReadIndex(ctx context.Context) (uint64, error)
+	RemoveServerLocal(id string) error
+}
+
+// ForwardServer is the leader's side of forwarding.
+type ForwardServer struct {
+	internalpb.UnimplementedForwardServer
+	node Leader
+}
+
+// NewForwardServer serves node's leader operations.
+func NewForwardServer(node Leader) *ForwardServer { return &ForwardServer{node: node} }
+
+// Apply proposes a forwarded command.
+func (s *ForwardServer) Apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Response, error) {
+	res, err := s.node.ApplyLocal(ctx, cmd)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return fsm.Wrap(res), nil
+}
+
+// Pop runs a forwarded pop, long-poll included.
+func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*fsmpb.PopResult, error) {
+	res, err := s.node.PopLocal(ctx, req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return res, nil
+}
+
+// ReadIndex answers a follower's read index request.
+func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRequest) (*internalpb.ReadIndexReply, error) {
+	i, err := s.node.ReadIndex(ctx)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &internalpb.ReadIndexReply{Index: i}, nil
+}
+
+// RemoveServer removes a voter on an operator's request.
+func (s *ForwardServer) RemoveServer(ctx context.Context, req *internalpb.RemoveServerRequest) (*internalpb.RemoveServerReply, error) {
+	if err := s.node.RemoveServerLocal(req.Id); err != nil {
+		return nil, ToStatus(err)
+	}
+	return &internalpb.RemoveServerReply{}, nil
+}
+
+// ForwardClient is a follower's side: one connection per leader address,
+// kept and reused.
+type ForwardClient struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewForwardClient makes a client with no connections yet.
+func NewForwardClient() *ForwardClient { return &ForwardClient{conns: map[string]*grpc.ClientConn{}} }
+
+func (c *ForwardClient) client(addr string) (internalpb.ForwardClient, *grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conn, ok := c.conns[addr]
+	if !ok {
+		var err error
+		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: dial %s: %v", cluster.ErrNoLeader, addr, err)
+		}
+		c.conns[addr] = conn
+	}
+	return internalpb.NewForwardClient(conn), conn, nil
+}
+
+// unreachable reports a connection known to be down: a call on it would
+// fail before sending anything, so a write there is not in doubt.
+func unreachable(conn *grpc.ClientConn) bool {
+	conn.Connect()
+	return conn.GetState() == connectivity.TransientFailure
+}
+
+// Apply forwards a command to the leader at addr.
+func (c *ForwardClient) Apply(ctx context.Context, addr string, cmd *fsmpb.Command) (proto.Message, error) {
+	cl, conn, err := c.client(addr)
+	if err != nil {
+		return nil, err
+	}
+	if unreachable(conn) {
+		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNoLeader, addr)
+	}
+	resp, err := cl.Apply(ctx, cmd)
+	if err != nil {
+		return nil, FromStatus(err, true)
+	}
+	if resp.InternalError != "" {
+		return nil, fmt.Errorf("%w: %s", cluster.ErrInternal, resp.InternalError)
+	}
+	return fsm.Unwrap(resp), nil
+}
+
+// Pop forwards a pop; a pop claims a lease, so it is a write.
+func (c *ForwardClient) Pop(ctx context.Context, addr string, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+	cl, conn, err := c.client(addr)
+	if err != nil {
+		return nil, err
+	}
+	if unreachable(conn) {
+		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNoLeader, addr)
+	}
+	res, err := cl.Pop(ctx, &internalpb.PopRequest{Pop: in, WaitMs: wait.Milliseconds()})
+	if err != nil {
+		return nil, FromStatus(err, true)
+	}
+	return res, nil
+}
+
+// ReadIndex asks the leader for a read index.
+func (c *ForwardClient) ReadIndex(ctx context.Context, addr string) (uint64, error) {
+	cl, _, err := c.client(addr)
+	if err != nil {
+		return 0, err
+	}
+	r, err := cl.ReadIndex(ctx, &internalpb.ReadIndexRequest{})
+	if err != nil {
+		return 0, FromStatus(err, false)
+	}
+	return r.Index, nil
+}
+
+// RemoveServer asks the leader to remove a voter.
+func (c *ForwardClient) RemoveServer(ctx context.Context, addr, id string) error {
+	cl, _, err := c.client(addr)
+	if err != nil {
+		return err
+	}
+	_, err = cl.RemoveServer(ctx, &internalpb.RemoveServerRequest{Id: id})
+	return FromStatus(err, true)
+}
+
+// Close closes every connection.
+func (c *ForwardClient) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, conn := range c.conns {
+		conn.Close()
+		delete(c.conns, a)
+	}
+}

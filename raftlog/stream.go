@@ -1,0 +1,30 @@
+package raftlog
+
+import (
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// streamLayer is raft's TCP stream layer with one difference: the address
+// it advertises may be a host name (a Kubernetes pod's stable DNS name),
+// kept as a string. The stock TCP transport insists on an IP, which a pod
+// loses on every restart; a name does not change, so the Raft configuration
+// stays valid.
+type streamLayer struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// hostAddr is a host:port that may hold a host name.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
