@@ -365,11 +365,17 @@ func NewLeaseID() string { return uuid.NewString() }
 // IsLeader reports whether this node leads and has applied earlier terms.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
-// Ready reports whether this node can serve writes.
+// Ready reports whether this node can serve: it knows a leader, and it is
+// not far behind the commit index (a node still catching up after a
+// restart answers /health with 503 until it has).
 func (n *Node) Ready() bool {
 	addr, _ := n.raft.LeaderWithID()
-	return addr != ""
+	return addr != "" && n.raft.AppliedIndex()+readyLag >= n.raft.CommitIndex()
 }
+
+// readyLag is how many entries behind the commit index a node may be and
+// still call itself ready.
+const readyLag = 1024
 
 // Drain makes parked long-poll pops answer empty at once, so that an HTTP
 // server shutting down does not wait for them. Writes keep working.
