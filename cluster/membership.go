@@ -82,13 +82,22 @@ func startMembership(self meta, bindAddr, advAddr string, local bool, logger *lo
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip advertise address %q: %w", advAddr, err)
 	}
+	// A pod's own DNS name may take a moment to resolve after it starts.
 	ip, err := resolveIP(ahost)
+	for wait := time.Now().Add(time.Minute); err != nil && time.Now().Before(wait); {
+		time.Sleep(time.Second)
+		ip, err = resolveIP(ahost)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip advertise address %q: %w", advAddr, err)
 	}
 	conf.AdvertiseAddr, conf.AdvertisePort = ip, aport
 	conf.Delegate = m
 	conf.Events = m
+	// A node that crashed and comes back under the same name on a new
+	// address (a rescheduled pod) may take its name back after this long,
+	// instead of being refused as a conflicting address.
+	conf.DeadNodeReclaimTime = 10 * time.Second
 	conf.Logger = logger
 	ml, err := memberlist.Create(conf)
 	if err != nil {
