@@ -221,6 +221,7 @@ func (c *applyCtx) consume(ag *ackGroup, seq uint64, r *fsmpb.AckItemResult) {
 	cur := ag.cs.rec
 	before := cur.Consumed
 	runDone := leases.MarkConsumed(cur, seq)
+	c.consumed(ag.qs, ag.group, before, cur.Consumed)
 	if cur.Consumed != before {
 		cur.RetryCount = 0 // the head moved on: its failures are history
 		cur.RetryVisibleUs = 0
@@ -288,4 +289,14 @@ const maxRecentLeases = 4
 // recently.
 func heldBy(cur *fsmpb.CursorRecord, leaseID string) bool {
 	return (cur.Lease != nil && cur.Lease.LeaseId == leaseID) || slices.Contains(cur.RecentLeases, leaseID)
+}
+
+// consumed keeps the queue's pending count (what maxSize bounds) in step
+// with the queue-mode cursor.
+func (c *applyCtx) consumed(qs *queueState, group string, before, after uint64) {
+	if group != QueueModeGroup || qs == nil || after <= before {
+		return
+	}
+	qs.rec.Pending -= min(qs.rec.Pending, after-before)
+	qs.dirty = true
 }

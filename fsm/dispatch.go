@@ -43,6 +43,8 @@ func init() {
 	register(&fsmpb.Command_Kv{}, "kv", applyKV)
 	register(&fsmpb.Command_IdempotencyRecord{}, "idempotency_record", applyIdempotencyRecord)
 	register(&fsmpb.Command_SetSwitches{}, "set_switches", applySetSwitches)
+	register(&fsmpb.Command_Timers{}, "timers", applyTimerBatch)
+	register(&fsmpb.Command_FireTimers{}, "fire_timers", applyFireTimers)
 }
 
 func handlerFor(cmd *fsmpb.Command) *handler {

@@ -24,11 +24,13 @@ var (
 	bGraveyard    = store.Bucket("graveyard")     // kind id → nil: data of deleted queues to purge
 	bIdem         = store.Bucket("idempotency")   // key → IdempotencyRecord
 	bIdemExpiry   = store.Bucket("idem_expiry")   // expires key → nil
+	bTimers       = store.Bucket("timers")        // queue 0 timerKey → TimerRecord
+	bTimerDue     = store.Bucket("timer_due")     // due queue 0 timerKey → nil
 )
 
 // Buckets lists every bucket, for store.Open.
 var Buckets = []store.Bucket{bMeta, bQueues, bPartitions, bPartitionIDs, bMessages, bDedup,
-	bCursors, bGroups, bLeaseIndex, bDLQ, bDLQTime, bGraveyard, bIdem, bIdemExpiry,
+	bCursors, bGroups, bLeaseIndex, bDLQ, bDLQTime, bGraveyard, bIdem, bIdemExpiry, bTimers, bTimerDue,
 	kvstore.BucketEntries, kvstore.BucketExpiry}
 
 var metaKey = []byte("meta")

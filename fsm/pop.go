@@ -198,6 +198,7 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 			cs.rec.Consumed = max(cs.rec.Consumed, ps.rec.FirstSeq-1)
 			cs.rec.RetryVisibleUs = 0
 			if in.AutoAck {
+				c.consumed(qs, group, cs.rec.Consumed, seqs[len(seqs)-1])
 				cs.rec.Consumed = seqs[len(seqs)-1]
 				cs.rec.Lease = nil
 				cs.rec.RetryCount = 0

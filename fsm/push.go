@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
@@ -23,7 +24,7 @@ func applyPush(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 // original message (spec §4.2, §5.8).
 func (c *applyCtx) push(it *fsmpb.PushItem) *fsmpb.PushItemResult {
 	r := &fsmpb.PushItemResult{TransactionId: it.TransactionId, Queue: it.Queue, TraceId: it.TraceId}
-	c.ensureQueue(it.Queue)
+	qs := c.ensureQueue(it.Queue)
 	ps := c.ensurePartition(it.Queue, it.Partition)
 	r.PartitionId = ps.rec.Id
 	dk := pidKey(ps.rec.Id, it.TransactionId)
@@ -33,6 +34,13 @@ func (c *applyCtx) push(it *fsmpb.PushItem) *fsmpb.PushItemResult {
 		r.MessageId = append([]byte(nil), v[8:]...)
 		return r
 	}
+	if max := qs.rec.Options.GetMaxSize(); max > 0 && qs.rec.Pending >= uint64(max) {
+		r.Status = fsmpb.PushItemResult_FAILED
+		r.Error = fmt.Sprintf("queue %s is at max capacity (%d pending, maxSize %d)", it.Queue, qs.rec.Pending, max)
+		return r
+	}
+	qs.rec.Pending++
+	qs.dirty = true
 	seq := ps.rec.NextSeq
 	ps.rec.NextSeq++
 	ps.rec.Count++

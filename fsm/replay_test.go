@@ -63,6 +63,14 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 				{Kind: fsmpb.KVOp_INCR, Ns: "c", Key: "n", Delta: 1, TtlSeconds: 2},
 				{Kind: fsmpb.KVOp_PUT, Ns: "c", Key: fmt.Sprint("k", rng.Intn(5)), Value: []byte(`1`), TtlSeconds: int64(rng.Intn(3) + 1)},
 			}}}})
+		case k == 11 && rng.Intn(2) == 0:
+			key := fmt.Sprint("tk", rng.Intn(8))
+			if rng.Intn(3) == 0 {
+				h.timers(cancel(q, key))
+			} else {
+				h.timers(schedule(q, key, fmt.Sprint("tt", rng.Intn(20)), time.Duration(rng.Intn(3000))*time.Millisecond))
+			}
+			h.fire()
 		default:
 			if rng.Intn(8) == 0 {
 				h.apply(&fsmpb.Command{Body: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: q}}})

@@ -39,6 +39,10 @@ func Wrap(m proto.Message) *fsmpb.Response {
 		r.Result = &fsmpb.Response_Idempotency{Idempotency: v}
 	case *fsmpb.Replay:
 		r.Result = &fsmpb.Response_Replay{Replay: v}
+	case *fsmpb.TimerBatchResult:
+		r.Result = &fsmpb.Response_Timers{Timers: v}
+	case *fsmpb.FireResult:
+		r.Result = &fsmpb.Response_Fire{Fire: v}
 	case nil:
 	default:
 		panic(fmt.Sprintf("fsm: no envelope for result %T", m))
@@ -74,6 +78,10 @@ func Unwrap(r *fsmpb.Response) proto.Message {
 		return v.Idempotency
 	case *fsmpb.Response_Replay:
 		return v.Replay
+	case *fsmpb.Response_Timers:
+		return v.Timers
+	case *fsmpb.Response_Fire:
+		return v.Fire
 	}
 	return r
 }

@@ -28,6 +28,9 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 	if len(in.Kv) > 0 && c.meta.KvDisabled {
 		return refuse(ReasonKVDisabled, "kv is disabled by the operator")
 	}
+	if c.meta.TimersScheduleDisabled && schedulesIn(in.Timers) {
+		return refuse(ReasonTimersDisabled, "timer scheduling is disabled by the operator")
+	}
 
 	// 1. Acks, judged together against the state before the transaction.
 	var ackItems []*fsmpb.AckItem
@@ -87,6 +90,13 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		for _, r := range kvres {
 			results = append(results, &fsmpb.TxnItemResult{Type: "kv", Success: true, Kv: r})
 		}
+	}
+
+	// 4. Timers: no precondition can refuse them (absent is a value); they
+	// share the transaction's fate.
+	for i, op := range in.Timers {
+		r := c.timerOp(i, op)
+		results = append(results, &fsmpb.TxnItemResult{Type: "timer", Success: true, Timer: r})
 	}
 	res.Success = true
 	res.Results = results

@@ -73,6 +73,55 @@ func (Pop_Subscription) EnumDescriptor() ([]byte, []int) {
 	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{4, 0}
 }
 
+type TimerOp_Kind int32
+
+const (
+	TimerOp_SCHEDULE   TimerOp_Kind = 0
+	TimerOp_RESCHEDULE TimerOp_Kind = 1
+	TimerOp_CANCEL     TimerOp_Kind = 2
+)
+
+// Enum value maps for TimerOp_Kind.
+var (
+	TimerOp_Kind_name = map[int32]string{
+		0: "SCHEDULE",
+		1: "RESCHEDULE",
+		2: "CANCEL",
+	}
+	TimerOp_Kind_value = map[string]int32{
+		"SCHEDULE":   0,
+		"RESCHEDULE": 1,
+		"CANCEL":     2,
+	}
+)
+
+func (x TimerOp_Kind) Enum() *TimerOp_Kind {
+	p := new(TimerOp_Kind)
+	*p = x
+	return p
+}
+
+func (x TimerOp_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimerOp_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_fsm_fsmpb_commands_proto_enumTypes[1].Descriptor()
+}
+
+func (TimerOp_Kind) Type() protoreflect.EnumType {
+	return &file_fsm_fsmpb_commands_proto_enumTypes[1]
+}
+
+func (x TimerOp_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimerOp_Kind.Descriptor instead.
+func (TimerOp_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{9, 0}
+}
+
 type KVOp_Kind int32
 
 const (
@@ -124,11 +173,11 @@ func (x KVOp_Kind) String() string {
 }
 
 func (KVOp_Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_fsm_fsmpb_commands_proto_enumTypes[1].Descriptor()
+	return file_fsm_fsmpb_commands_proto_enumTypes[2].Descriptor()
 }
 
 func (KVOp_Kind) Type() protoreflect.EnumType {
-	return &file_fsm_fsmpb_commands_proto_enumTypes[1]
+	return &file_fsm_fsmpb_commands_proto_enumTypes[2]
 }
 
 func (x KVOp_Kind) Number() protoreflect.EnumNumber {
@@ -137,7 +186,7 @@ func (x KVOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVOp_Kind.Descriptor instead.
 func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{13, 0}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type Command struct {
@@ -166,6 +215,8 @@ type Command struct {
 	//	*Command_Kv
 	//	*Command_SetSwitches
 	//	*Command_IdempotencyRecord
+	//	*Command_Timers
+	//	*Command_FireTimers
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -337,6 +388,24 @@ func (x *Command) GetIdempotencyRecord() *IdempotencyRecord {
 	return nil
 }
 
+func (x *Command) GetTimers() *TimerBatch {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Timers); ok {
+			return x.Timers
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetFireTimers() *FireTimers {
+	if x != nil {
+		if x, ok := x.Body.(*Command_FireTimers); ok {
+			return x.FireTimers
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -389,6 +458,14 @@ type Command_IdempotencyRecord struct {
 	IdempotencyRecord *IdempotencyRecord `protobuf:"bytes,21,opt,name=idempotency_record,json=idempotencyRecord,proto3,oneof"`
 }
 
+type Command_Timers struct {
+	Timers *TimerBatch `protobuf:"bytes,22,opt,name=timers,proto3,oneof"`
+}
+
+type Command_FireTimers struct {
+	FireTimers *FireTimers `protobuf:"bytes,23,opt,name=fire_timers,json=fireTimers,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -412,6 +489,10 @@ func (*Command_Kv) isCommand_Body() {}
 func (*Command_SetSwitches) isCommand_Body() {}
 
 func (*Command_IdempotencyRecord) isCommand_Body() {}
+
+func (*Command_Timers) isCommand_Body() {}
+
+func (*Command_FireTimers) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -949,6 +1030,7 @@ type Transaction struct {
 	RequiredLeases []string               `protobuf:"bytes,2,rep,name=required_leases,json=requiredLeases,proto3" json:"required_leases,omitempty"`
 	Kv             []*KVOp                `protobuf:"bytes,3,rep,name=kv,proto3" json:"kv,omitempty"`
 	TransactionId  []byte                 `protobuf:"bytes,4,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"` // minted by the proposer, echoed in the result
+	Timers         []*TimerOp             `protobuf:"bytes,5,rep,name=timers,proto3" json:"timers,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1011,6 +1093,230 @@ func (x *Transaction) GetTransactionId() []byte {
 	return nil
 }
 
+func (x *Transaction) GetTimers() []*TimerOp {
+	if x != nil {
+		return x.Timers
+	}
+	return nil
+}
+
+// TimerOp schedules (or reschedules: the same) or cancels the timer
+// (queue, timer_key). The due time is the entry's time plus delay_us.
+type TimerOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          TimerOp_Kind           `protobuf:"varint,1,opt,name=kind,proto3,enum=queen.fsm.v1.TimerOp_Kind" json:"kind,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey      string                 `protobuf:"bytes,3,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Partition     string                 `protobuf:"bytes,4,opt,name=partition,proto3" json:"partition,omitempty"` // "" = Default
+	DelayUs       int64                  `protobuf:"varint,5,opt,name=delay_us,json=delayUs,proto3" json:"delay_us,omitempty"`
+	Txn           string                 `protobuf:"bytes,6,opt,name=txn,proto3" json:"txn,omitempty"`
+	Payload       []byte                 `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"` // JSON text
+	Encrypted     bool                   `protobuf:"varint,8,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	MessageId     []byte                 `protobuf:"bytes,9,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"` // minted by the proposer
+	ProducerSub   string                 `protobuf:"bytes,10,opt,name=producer_sub,json=producerSub,proto3" json:"producer_sub,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerOp) Reset() {
+	*x = TimerOp{}
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerOp) ProtoMessage() {}
+
+func (x *TimerOp) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
+func (*TimerOp) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TimerOp) GetKind() TimerOp_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return TimerOp_SCHEDULE
+}
+
+func (x *TimerOp) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TimerOp) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *TimerOp) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *TimerOp) GetDelayUs() int64 {
+	if x != nil {
+		return x.DelayUs
+	}
+	return 0
+}
+
+func (x *TimerOp) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+func (x *TimerOp) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *TimerOp) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
+func (x *TimerOp) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *TimerOp) GetProducerSub() string {
+	if x != nil {
+		return x.ProducerSub
+	}
+	return ""
+}
+
+// TimerBatch is POST /api/v1/timers: independent ops in one entry.
+type TimerBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*TimerOp             `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerBatch) Reset() {
+	*x = TimerBatch{}
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerBatch) ProtoMessage() {}
+
+func (x *TimerBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerBatch.ProtoReflect.Descriptor instead.
+func (*TimerBatch) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TimerBatch) GetOps() []*TimerOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+// FireTimers is the leader's fire step: apply fires every timer due by the
+// entry's time, earliest first, within the limits, each as an ordinary push.
+type FireTimers struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`                       // timers per entry
+	MaxBytes      uint64                 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // payload bytes per entry (one timer always goes)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FireTimers) Reset() {
+	*x = FireTimers{}
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FireTimers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FireTimers) ProtoMessage() {}
+
+func (x *FireTimers) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FireTimers.ProtoReflect.Descriptor instead.
+func (*FireTimers) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FireTimers) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *FireTimers) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 type ExtendLease struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
@@ -1021,7 +1327,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1339,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1352,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExtendLease) GetLeaseId() string {
@@ -1077,7 +1383,7 @@ type Configure struct {
 
 func (x *Configure) Reset() {
 	*x = Configure{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1395,7 @@ func (x *Configure) String() string {
 func (*Configure) ProtoMessage() {}
 
 func (x *Configure) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1408,7 @@ func (x *Configure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Configure.ProtoReflect.Descriptor instead.
 func (*Configure) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Configure) GetQueue() string {
@@ -1156,7 +1462,7 @@ type DeleteQueue struct {
 
 func (x *DeleteQueue) Reset() {
 	*x = DeleteQueue{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1474,7 @@ func (x *DeleteQueue) String() string {
 func (*DeleteQueue) ProtoMessage() {}
 
 func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1487,7 @@ func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueue.ProtoReflect.Descriptor instead.
 func (*DeleteQueue) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteQueue) GetQueue() string {
@@ -1204,7 +1510,7 @@ type Sweep struct {
 
 func (x *Sweep) Reset() {
 	*x = Sweep{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1522,7 @@ func (x *Sweep) String() string {
 func (*Sweep) ProtoMessage() {}
 
 func (x *Sweep) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1535,7 @@ func (x *Sweep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sweep.ProtoReflect.Descriptor instead.
 func (*Sweep) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Sweep) GetLimit() uint32 {
@@ -1267,7 +1573,7 @@ type KVOp struct {
 
 func (x *KVOp) Reset() {
 	*x = KVOp{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1585,7 @@ func (x *KVOp) String() string {
 func (*KVOp) ProtoMessage() {}
 
 func (x *KVOp) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1598,7 @@ func (x *KVOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVOp.ProtoReflect.Descriptor instead.
 func (*KVOp) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVOp) GetKind() KVOp_Kind {
@@ -1438,7 +1744,7 @@ type KVBatch struct {
 
 func (x *KVBatch) Reset() {
 	*x = KVBatch{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1756,7 @@ func (x *KVBatch) String() string {
 func (*KVBatch) ProtoMessage() {}
 
 func (x *KVBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1769,7 @@ func (x *KVBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatch.ProtoReflect.Descriptor instead.
 func (*KVBatch) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVBatch) GetOps() []*KVOp {
@@ -1495,7 +1801,7 @@ type SetSwitches struct {
 
 func (x *SetSwitches) Reset() {
 	*x = SetSwitches{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1813,7 @@ func (x *SetSwitches) String() string {
 func (*SetSwitches) ProtoMessage() {}
 
 func (x *SetSwitches) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1826,7 @@ func (x *SetSwitches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSwitches.ProtoReflect.Descriptor instead.
 func (*SetSwitches) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetSwitches) GetPushMaintenance() bool {
@@ -1569,7 +1875,7 @@ type Idempotency struct {
 
 func (x *Idempotency) Reset() {
 	*x = Idempotency{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1887,7 @@ func (x *Idempotency) String() string {
 func (*Idempotency) ProtoMessage() {}
 
 func (x *Idempotency) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1900,7 @@ func (x *Idempotency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Idempotency.ProtoReflect.Descriptor instead.
 func (*Idempotency) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Idempotency) GetKey() string {
@@ -1631,7 +1937,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1949,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_commands_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_commands_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1962,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_commands_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *IdempotencyRecord) GetIdempotency() *Idempotency {
@@ -1684,7 +1990,7 @@ var File_fsm_fsmpb_commands_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x18fsm/fsmpb/commands.proto\x12\fqueen.fsm.v1\x1a\x17fsm/fsmpb/records.proto\"\x89\x06\n" +
+	"\x18fsm/fsmpb/commands.proto\x12\fqueen.fsm.v1\x1a\x17fsm/fsmpb/records.proto\"\xfa\x06\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12;\n" +
@@ -1701,7 +2007,10 @@ const file_fsm_fsmpb_commands_proto_rawDesc = "" +
 	"\x05sweep\x18\x12 \x01(\v2\x13.queen.fsm.v1.SweepH\x00R\x05sweep\x12'\n" +
 	"\x02kv\x18\x13 \x01(\v2\x15.queen.fsm.v1.KVBatchH\x00R\x02kv\x12>\n" +
 	"\fset_switches\x18\x14 \x01(\v2\x19.queen.fsm.v1.SetSwitchesH\x00R\vsetSwitches\x12P\n" +
-	"\x12idempotency_record\x18\x15 \x01(\v2\x1f.queen.fsm.v1.IdempotencyRecordH\x00R\x11idempotencyRecordB\x06\n" +
+	"\x12idempotency_record\x18\x15 \x01(\v2\x1f.queen.fsm.v1.IdempotencyRecordH\x00R\x11idempotencyRecord\x122\n" +
+	"\x06timers\x18\x16 \x01(\v2\x18.queen.fsm.v1.TimerBatchH\x00R\x06timers\x12;\n" +
+	"\vfire_timers\x18\x17 \x01(\v2\x18.queen.fsm.v1.FireTimersH\x00R\n" +
+	"fireTimersB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -1749,12 +2058,39 @@ const file_fsm_fsmpb_commands_proto_rawDesc = "" +
 	"\x05TxnOp\x12)\n" +
 	"\x03ack\x18\x01 \x01(\v2\x15.queen.fsm.v1.AckItemH\x00R\x03ack\x12,\n" +
 	"\x04push\x18\x02 \x01(\v2\x16.queen.fsm.v1.PushItemH\x00R\x04pushB\x04\n" +
-	"\x02op\"\xa8\x01\n" +
+	"\x02op\"\xd7\x01\n" +
 	"\vTransaction\x12%\n" +
 	"\x03ops\x18\x01 \x03(\v2\x13.queen.fsm.v1.TxnOpR\x03ops\x12'\n" +
 	"\x0frequired_leases\x18\x02 \x03(\tR\x0erequiredLeases\x12\"\n" +
 	"\x02kv\x18\x03 \x03(\v2\x12.queen.fsm.v1.KVOpR\x02kv\x12%\n" +
-	"\x0etransaction_id\x18\x04 \x01(\fR\rtransactionId\"B\n" +
+	"\x0etransaction_id\x18\x04 \x01(\fR\rtransactionId\x12-\n" +
+	"\x06timers\x18\x05 \x03(\v2\x15.queen.fsm.v1.TimerOpR\x06timers\"\xe3\x02\n" +
+	"\aTimerOp\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.queen.fsm.v1.TimerOp.KindR\x04kind\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x03 \x01(\tR\btimerKey\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\tR\tpartition\x12\x19\n" +
+	"\bdelay_us\x18\x05 \x01(\x03R\adelayUs\x12\x10\n" +
+	"\x03txn\x18\x06 \x01(\tR\x03txn\x12\x18\n" +
+	"\apayload\x18\a \x01(\fR\apayload\x12\x1c\n" +
+	"\tencrypted\x18\b \x01(\bR\tencrypted\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\t \x01(\fR\tmessageId\x12!\n" +
+	"\fproducer_sub\x18\n" +
+	" \x01(\tR\vproducerSub\"0\n" +
+	"\x04Kind\x12\f\n" +
+	"\bSCHEDULE\x10\x00\x12\x0e\n" +
+	"\n" +
+	"RESCHEDULE\x10\x01\x12\n" +
+	"\n" +
+	"\x06CANCEL\x10\x02\"5\n" +
+	"\n" +
+	"TimerBatch\x12'\n" +
+	"\x03ops\x18\x01 \x03(\v2\x15.queen.fsm.v1.TimerOpR\x03ops\"?\n" +
+	"\n" +
+	"FireTimers\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"B\n" +
 	"\vExtendLease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x18\n" +
 	"\aseconds\x18\x02 \x01(\x03R\aseconds\"\xc9\x01\n" +
@@ -1841,61 +2177,70 @@ func file_fsm_fsmpb_commands_proto_rawDescGZIP() []byte {
 	return file_fsm_fsmpb_commands_proto_rawDescData
 }
 
-var file_fsm_fsmpb_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fsm_fsmpb_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_fsm_fsmpb_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fsm_fsmpb_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fsm_fsmpb_commands_proto_goTypes = []any{
 	(Pop_Subscription)(0),     // 0: queen.fsm.v1.Pop.Subscription
-	(KVOp_Kind)(0),            // 1: queen.fsm.v1.KVOp.Kind
-	(*Command)(nil),           // 2: queen.fsm.v1.Command
-	(*Noop)(nil),              // 3: queen.fsm.v1.Noop
-	(*PushItem)(nil),          // 4: queen.fsm.v1.PushItem
-	(*Push)(nil),              // 5: queen.fsm.v1.Push
-	(*Pop)(nil),               // 6: queen.fsm.v1.Pop
-	(*AckItem)(nil),           // 7: queen.fsm.v1.AckItem
-	(*Ack)(nil),               // 8: queen.fsm.v1.Ack
-	(*TxnOp)(nil),             // 9: queen.fsm.v1.TxnOp
-	(*Transaction)(nil),       // 10: queen.fsm.v1.Transaction
-	(*ExtendLease)(nil),       // 11: queen.fsm.v1.ExtendLease
-	(*Configure)(nil),         // 12: queen.fsm.v1.Configure
-	(*DeleteQueue)(nil),       // 13: queen.fsm.v1.DeleteQueue
-	(*Sweep)(nil),             // 14: queen.fsm.v1.Sweep
-	(*KVOp)(nil),              // 15: queen.fsm.v1.KVOp
-	(*KVBatch)(nil),           // 16: queen.fsm.v1.KVBatch
-	(*SetSwitches)(nil),       // 17: queen.fsm.v1.SetSwitches
-	(*Idempotency)(nil),       // 18: queen.fsm.v1.Idempotency
-	(*IdempotencyRecord)(nil), // 19: queen.fsm.v1.IdempotencyRecord
-	(*QueueOptions)(nil),      // 20: queen.fsm.v1.QueueOptions
+	(TimerOp_Kind)(0),         // 1: queen.fsm.v1.TimerOp.Kind
+	(KVOp_Kind)(0),            // 2: queen.fsm.v1.KVOp.Kind
+	(*Command)(nil),           // 3: queen.fsm.v1.Command
+	(*Noop)(nil),              // 4: queen.fsm.v1.Noop
+	(*PushItem)(nil),          // 5: queen.fsm.v1.PushItem
+	(*Push)(nil),              // 6: queen.fsm.v1.Push
+	(*Pop)(nil),               // 7: queen.fsm.v1.Pop
+	(*AckItem)(nil),           // 8: queen.fsm.v1.AckItem
+	(*Ack)(nil),               // 9: queen.fsm.v1.Ack
+	(*TxnOp)(nil),             // 10: queen.fsm.v1.TxnOp
+	(*Transaction)(nil),       // 11: queen.fsm.v1.Transaction
+	(*TimerOp)(nil),           // 12: queen.fsm.v1.TimerOp
+	(*TimerBatch)(nil),        // 13: queen.fsm.v1.TimerBatch
+	(*FireTimers)(nil),        // 14: queen.fsm.v1.FireTimers
+	(*ExtendLease)(nil),       // 15: queen.fsm.v1.ExtendLease
+	(*Configure)(nil),         // 16: queen.fsm.v1.Configure
+	(*DeleteQueue)(nil),       // 17: queen.fsm.v1.DeleteQueue
+	(*Sweep)(nil),             // 18: queen.fsm.v1.Sweep
+	(*KVOp)(nil),              // 19: queen.fsm.v1.KVOp
+	(*KVBatch)(nil),           // 20: queen.fsm.v1.KVBatch
+	(*SetSwitches)(nil),       // 21: queen.fsm.v1.SetSwitches
+	(*Idempotency)(nil),       // 22: queen.fsm.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 23: queen.fsm.v1.IdempotencyRecord
+	(*QueueOptions)(nil),      // 24: queen.fsm.v1.QueueOptions
 }
 var file_fsm_fsmpb_commands_proto_depIdxs = []int32{
-	18, // 0: queen.fsm.v1.Command.idempotency:type_name -> queen.fsm.v1.Idempotency
-	3,  // 1: queen.fsm.v1.Command.noop:type_name -> queen.fsm.v1.Noop
-	5,  // 2: queen.fsm.v1.Command.push:type_name -> queen.fsm.v1.Push
-	6,  // 3: queen.fsm.v1.Command.pop:type_name -> queen.fsm.v1.Pop
-	8,  // 4: queen.fsm.v1.Command.ack:type_name -> queen.fsm.v1.Ack
-	10, // 5: queen.fsm.v1.Command.transaction:type_name -> queen.fsm.v1.Transaction
-	11, // 6: queen.fsm.v1.Command.extend_lease:type_name -> queen.fsm.v1.ExtendLease
-	12, // 7: queen.fsm.v1.Command.configure:type_name -> queen.fsm.v1.Configure
-	13, // 8: queen.fsm.v1.Command.delete_queue:type_name -> queen.fsm.v1.DeleteQueue
-	14, // 9: queen.fsm.v1.Command.sweep:type_name -> queen.fsm.v1.Sweep
-	16, // 10: queen.fsm.v1.Command.kv:type_name -> queen.fsm.v1.KVBatch
-	17, // 11: queen.fsm.v1.Command.set_switches:type_name -> queen.fsm.v1.SetSwitches
-	19, // 12: queen.fsm.v1.Command.idempotency_record:type_name -> queen.fsm.v1.IdempotencyRecord
-	4,  // 13: queen.fsm.v1.Push.items:type_name -> queen.fsm.v1.PushItem
-	0,  // 14: queen.fsm.v1.Pop.subscription:type_name -> queen.fsm.v1.Pop.Subscription
-	7,  // 15: queen.fsm.v1.Ack.items:type_name -> queen.fsm.v1.AckItem
-	7,  // 16: queen.fsm.v1.TxnOp.ack:type_name -> queen.fsm.v1.AckItem
-	4,  // 17: queen.fsm.v1.TxnOp.push:type_name -> queen.fsm.v1.PushItem
-	9,  // 18: queen.fsm.v1.Transaction.ops:type_name -> queen.fsm.v1.TxnOp
-	15, // 19: queen.fsm.v1.Transaction.kv:type_name -> queen.fsm.v1.KVOp
-	20, // 20: queen.fsm.v1.Configure.options:type_name -> queen.fsm.v1.QueueOptions
-	1,  // 21: queen.fsm.v1.KVOp.kind:type_name -> queen.fsm.v1.KVOp.Kind
-	15, // 22: queen.fsm.v1.KVBatch.ops:type_name -> queen.fsm.v1.KVOp
-	18, // 23: queen.fsm.v1.IdempotencyRecord.idempotency:type_name -> queen.fsm.v1.Idempotency
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	22, // 0: queen.fsm.v1.Command.idempotency:type_name -> queen.fsm.v1.Idempotency
+	4,  // 1: queen.fsm.v1.Command.noop:type_name -> queen.fsm.v1.Noop
+	6,  // 2: queen.fsm.v1.Command.push:type_name -> queen.fsm.v1.Push
+	7,  // 3: queen.fsm.v1.Command.pop:type_name -> queen.fsm.v1.Pop
+	9,  // 4: queen.fsm.v1.Command.ack:type_name -> queen.fsm.v1.Ack
+	11, // 5: queen.fsm.v1.Command.transaction:type_name -> queen.fsm.v1.Transaction
+	15, // 6: queen.fsm.v1.Command.extend_lease:type_name -> queen.fsm.v1.ExtendLease
+	16, // 7: queen.fsm.v1.Command.configure:type_name -> queen.fsm.v1.Configure
+	17, // 8: queen.fsm.v1.Command.delete_queue:type_name -> queen.fsm.v1.DeleteQueue
+	18, // 9: queen.fsm.v1.Command.sweep:type_name -> queen.fsm.v1.Sweep
+	20, // 10: queen.fsm.v1.Command.kv:type_name -> queen.fsm.v1.KVBatch
+	21, // 11: queen.fsm.v1.Command.set_switches:type_name -> queen.fsm.v1.SetSwitches
+	23, // 12: queen.fsm.v1.Command.idempotency_record:type_name -> queen.fsm.v1.IdempotencyRecord
+	13, // 13: queen.fsm.v1.Command.timers:type_name -> queen.fsm.v1.TimerBatch
+	14, // 14: queen.fsm.v1.Command.fire_timers:type_name -> queen.fsm.v1.FireTimers
+	5,  // 15: queen.fsm.v1.Push.items:type_name -> queen.fsm.v1.PushItem
+	0,  // 16: queen.fsm.v1.Pop.subscription:type_name -> queen.fsm.v1.Pop.Subscription
+	8,  // 17: queen.fsm.v1.Ack.items:type_name -> queen.fsm.v1.AckItem
+	8,  // 18: queen.fsm.v1.TxnOp.ack:type_name -> queen.fsm.v1.AckItem
+	5,  // 19: queen.fsm.v1.TxnOp.push:type_name -> queen.fsm.v1.PushItem
+	10, // 20: queen.fsm.v1.Transaction.ops:type_name -> queen.fsm.v1.TxnOp
+	19, // 21: queen.fsm.v1.Transaction.kv:type_name -> queen.fsm.v1.KVOp
+	12, // 22: queen.fsm.v1.Transaction.timers:type_name -> queen.fsm.v1.TimerOp
+	1,  // 23: queen.fsm.v1.TimerOp.kind:type_name -> queen.fsm.v1.TimerOp.Kind
+	12, // 24: queen.fsm.v1.TimerBatch.ops:type_name -> queen.fsm.v1.TimerOp
+	24, // 25: queen.fsm.v1.Configure.options:type_name -> queen.fsm.v1.QueueOptions
+	2,  // 26: queen.fsm.v1.KVOp.kind:type_name -> queen.fsm.v1.KVOp.Kind
+	19, // 27: queen.fsm.v1.KVBatch.ops:type_name -> queen.fsm.v1.KVOp
+	22, // 28: queen.fsm.v1.IdempotencyRecord.idempotency:type_name -> queen.fsm.v1.Idempotency
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_commands_proto_init() }
@@ -1917,19 +2262,21 @@ func file_fsm_fsmpb_commands_proto_init() {
 		(*Command_Kv)(nil),
 		(*Command_SetSwitches)(nil),
 		(*Command_IdempotencyRecord)(nil),
+		(*Command_Timers)(nil),
+		(*Command_FireTimers)(nil),
 	}
 	file_fsm_fsmpb_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
 		(*TxnOp_Push)(nil),
 	}
-	file_fsm_fsmpb_commands_proto_msgTypes[15].OneofWrappers = []any{}
+	file_fsm_fsmpb_commands_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_commands_proto_rawDesc), len(file_fsm_fsmpb_commands_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   18,
+			NumEnums:      3,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -239,14 +239,16 @@ func (x *QueueOptions) GetDedupWindowSeconds() int64 {
 }
 
 type QueueRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // 16-byte UUID
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace     string                 `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Task          string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
-	CreatedUs     int64                  `protobuf:"varint,5,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
-	Options       *QueueOptions          `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"`
-	DlqCount      uint64                 `protobuf:"varint,7,opt,name=dlq_count,json=dlqCount,proto3" json:"dlq_count,omitempty"` // dead letters currently stored for this queue
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // 16-byte UUID
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string                 `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Task      string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
+	CreatedUs int64                  `protobuf:"varint,5,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
+	Options   *QueueOptions          `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"`
+	DlqCount  uint64                 `protobuf:"varint,7,opt,name=dlq_count,json=dlqCount,proto3" json:"dlq_count,omitempty"` // dead letters currently stored for this queue
+	// Messages not yet consumed in queue mode: what maxSize bounds (spec §5.11).
+	Pending       uint64 `protobuf:"varint,8,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +328,13 @@ func (x *QueueRecord) GetOptions() *QueueOptions {
 func (x *QueueRecord) GetDlqCount() uint64 {
 	if x != nil {
 		return x.DlqCount
+	}
+	return 0
+}
+
+func (x *QueueRecord) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
 	}
 	return 0
 }
@@ -1082,6 +1091,156 @@ func (x *StoredOutcome) GetBody() []byte {
 	return nil
 }
 
+// TimerRecord is a scheduled message (addendum §1): it fires as a push to
+// queue/partition at or after max(deliver_at_us, backoff_until_us).
+type TimerRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Queue          string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey       string                 `protobuf:"bytes,2,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Partition      string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	DeliverAtUs    int64                  `protobuf:"varint,4,opt,name=deliver_at_us,json=deliverAtUs,proto3" json:"deliver_at_us,omitempty"`
+	BackoffUntilUs int64                  `protobuf:"varint,5,opt,name=backoff_until_us,json=backoffUntilUs,proto3" json:"backoff_until_us,omitempty"`
+	Txn            string                 `protobuf:"bytes,6,opt,name=txn,proto3" json:"txn,omitempty"`
+	MessageId      []byte                 `protobuf:"bytes,7,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Payload        []byte                 `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"` // JSON text of the message body
+	Encrypted      bool                   `protobuf:"varint,9,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	ProducerSub    string                 `protobuf:"bytes,10,opt,name=producer_sub,json=producerSub,proto3" json:"producer_sub,omitempty"`
+	Attempts       uint32                 `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"` // permanent fire refusals so far
+	LastError      string                 `protobuf:"bytes,12,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	CreatedUs      int64                  `protobuf:"varint,13,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
+	UpdatedUs      int64                  `protobuf:"varint,14,opt,name=updated_us,json=updatedUs,proto3" json:"updated_us,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TimerRecord) Reset() {
+	*x = TimerRecord{}
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerRecord) ProtoMessage() {}
+
+func (x *TimerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_records_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerRecord.ProtoReflect.Descriptor instead.
+func (*TimerRecord) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_records_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TimerRecord) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TimerRecord) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *TimerRecord) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *TimerRecord) GetDeliverAtUs() int64 {
+	if x != nil {
+		return x.DeliverAtUs
+	}
+	return 0
+}
+
+func (x *TimerRecord) GetBackoffUntilUs() int64 {
+	if x != nil {
+		return x.BackoffUntilUs
+	}
+	return 0
+}
+
+func (x *TimerRecord) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+func (x *TimerRecord) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *TimerRecord) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *TimerRecord) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
+func (x *TimerRecord) GetProducerSub() string {
+	if x != nil {
+		return x.ProducerSub
+	}
+	return ""
+}
+
+func (x *TimerRecord) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *TimerRecord) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *TimerRecord) GetCreatedUs() int64 {
+	if x != nil {
+		return x.CreatedUs
+	}
+	return 0
+}
+
+func (x *TimerRecord) GetUpdatedUs() int64 {
+	if x != nil {
+		return x.UpdatedUs
+	}
+	return 0
+}
+
 var File_fsm_fsmpb_records_proto protoreflect.FileDescriptor
 
 const file_fsm_fsmpb_records_proto_rawDesc = "" +
@@ -1124,7 +1283,7 @@ const file_fsm_fsmpb_records_proto_rawDesc = "" +
 	"\x12_dead_letter_queueB\x18\n" +
 	"\x16_dlq_after_max_retriesB\x15\n" +
 	"\x13_encryption_enabledB\x17\n" +
-	"\x15_dedup_window_seconds\"\xd5\x01\n" +
+	"\x15_dedup_window_seconds\"\xef\x01\n" +
 	"\vQueueRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1133,7 +1292,8 @@ const file_fsm_fsmpb_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\x05 \x01(\x03R\tcreatedUs\x124\n" +
 	"\aoptions\x18\x06 \x01(\v2\x1a.queen.fsm.v1.QueueOptionsR\aoptions\x12\x1b\n" +
-	"\tdlq_count\x18\a \x01(\x04R\bdlqCount\"\xe0\x01\n" +
+	"\tdlq_count\x18\a \x01(\x04R\bdlqCount\x12\x18\n" +
+	"\apending\x18\b \x01(\x04R\apending\"\xe0\x01\n" +
 	"\x0fPartitionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1214,7 +1374,27 @@ const file_fsm_fsmpb_records_proto_rawDesc = "" +
 	"created_us\x18\x03 \x01(\x03R\tcreatedUs\x12\x16\n" +
 	"\x06result\x18\x04 \x01(\fR\x06result\x12\x16\n" +
 	"\x06status\x18\x05 \x01(\x05R\x06status\x12\x12\n" +
-	"\x04body\x18\x06 \x01(\fR\x04bodyB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
+	"\x04body\x18\x06 \x01(\fR\x04body\"\xb1\x03\n" +
+	"\vTimerRecord\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x02 \x01(\tR\btimerKey\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\"\n" +
+	"\rdeliver_at_us\x18\x04 \x01(\x03R\vdeliverAtUs\x12(\n" +
+	"\x10backoff_until_us\x18\x05 \x01(\x03R\x0ebackoffUntilUs\x12\x10\n" +
+	"\x03txn\x18\x06 \x01(\tR\x03txn\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\a \x01(\fR\tmessageId\x12\x18\n" +
+	"\apayload\x18\b \x01(\fR\apayload\x12\x1c\n" +
+	"\tencrypted\x18\t \x01(\bR\tencrypted\x12!\n" +
+	"\fproducer_sub\x18\n" +
+	" \x01(\tR\vproducerSub\x12\x1a\n" +
+	"\battempts\x18\v \x01(\rR\battempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\f \x01(\tR\tlastError\x12\x1d\n" +
+	"\n" +
+	"created_us\x18\r \x01(\x03R\tcreatedUs\x12\x1d\n" +
+	"\n" +
+	"updated_us\x18\x0e \x01(\x03R\tupdatedUsB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
 var (
 	file_fsm_fsmpb_records_proto_rawDescOnce sync.Once
@@ -1229,7 +1409,7 @@ func file_fsm_fsmpb_records_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fsm_fsmpb_records_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_fsm_fsmpb_records_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_fsm_fsmpb_records_proto_goTypes = []any{
 	(GroupRecord_Mode)(0),   // 0: queen.fsm.v1.GroupRecord.Mode
 	(*QueueOptions)(nil),    // 1: queen.fsm.v1.QueueOptions
@@ -1242,6 +1422,7 @@ var file_fsm_fsmpb_records_proto_goTypes = []any{
 	(*DLQRecord)(nil),       // 8: queen.fsm.v1.DLQRecord
 	(*MetaRecord)(nil),      // 9: queen.fsm.v1.MetaRecord
 	(*StoredOutcome)(nil),   // 10: queen.fsm.v1.StoredOutcome
+	(*TimerRecord)(nil),     // 11: queen.fsm.v1.TimerRecord
 }
 var file_fsm_fsmpb_records_proto_depIdxs = []int32{
 	1, // 0: queen.fsm.v1.QueueRecord.options:type_name -> queen.fsm.v1.QueueOptions
@@ -1266,7 +1447,7 @@ func file_fsm_fsmpb_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_records_proto_rawDesc), len(file_fsm_fsmpb_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

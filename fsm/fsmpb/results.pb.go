@@ -552,9 +552,237 @@ func (x *AckResult) GetItems() []*AckItemResult {
 	return nil
 }
 
+type TimerResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"` // scheduled | rescheduled | cancelled | absent
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey      string                 `protobuf:"bytes,4,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Txn           string                 `protobuf:"bytes,5,opt,name=txn,proto3" json:"txn,omitempty"`
+	MessageId     []byte                 `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	DeliverAtUs   int64                  `protobuf:"varint,7,opt,name=deliver_at_us,json=deliverAtUs,proto3" json:"deliver_at_us,omitempty"`
+	OpIndex       uint32                 `protobuf:"varint,8,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerResult) Reset() {
+	*x = TimerResult{}
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerResult) ProtoMessage() {}
+
+func (x *TimerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
+func (*TimerResult) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TimerResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *TimerResult) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TimerResult) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TimerResult) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *TimerResult) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+func (x *TimerResult) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *TimerResult) GetDeliverAtUs() int64 {
+	if x != nil {
+		return x.DeliverAtUs
+	}
+	return 0
+}
+
+func (x *TimerResult) GetOpIndex() uint32 {
+	if x != nil {
+		return x.OpIndex
+	}
+	return 0
+}
+
+type TimerBatchResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*TimerResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"` // timers_disabled: nothing was applied
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerBatchResult) Reset() {
+	*x = TimerBatchResult{}
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerBatchResult) ProtoMessage() {}
+
+func (x *TimerBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerBatchResult.ProtoReflect.Descriptor instead.
+func (*TimerBatchResult) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TimerBatchResult) GetResults() []*TimerResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *TimerBatchResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type FireResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fired         uint32                 `protobuf:"varint,1,opt,name=fired,proto3" json:"fired,omitempty"`       // appended (or absorbed by dedup) and deleted
+	Deferred      uint32                 `protobuf:"varint,2,opt,name=deferred,proto3" json:"deferred,omitempty"` // refused: backing off
+	Dead          uint32                 `protobuf:"varint,3,opt,name=dead,proto3" json:"dead,omitempty"`         // refused for the last time: dead letter
+	More          bool                   `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`         // more timers are due now
+	LatenessUs    []int64                `protobuf:"varint,5,rep,packed,name=lateness_us,json=latenessUs,proto3" json:"lateness_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FireResult) Reset() {
+	*x = FireResult{}
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FireResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FireResult) ProtoMessage() {}
+
+func (x *FireResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FireResult.ProtoReflect.Descriptor instead.
+func (*FireResult) Descriptor() ([]byte, []int) {
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FireResult) GetFired() uint32 {
+	if x != nil {
+		return x.Fired
+	}
+	return 0
+}
+
+func (x *FireResult) GetDeferred() uint32 {
+	if x != nil {
+		return x.Deferred
+	}
+	return 0
+}
+
+func (x *FireResult) GetDead() uint32 {
+	if x != nil {
+		return x.Dead
+	}
+	return 0
+}
+
+func (x *FireResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *FireResult) GetLatenessUs() []int64 {
+	if x != nil {
+		return x.LatenessUs
+	}
+	return nil
+}
+
 type TxnItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // ack | push | kv
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // ack | push | kv | timer
 	Success       bool                   `protobuf:"varint,2,opt,name=success,proto3" json:"success,omitempty"`
 	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
 	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
@@ -565,13 +793,14 @@ type TxnItemResult struct {
 	Kv            *KVResult              `protobuf:"bytes,9,opt,name=kv,proto3" json:"kv,omitempty"`
 	LeaseReleased bool                   `protobuf:"varint,10,opt,name=lease_released,json=leaseReleased,proto3" json:"lease_released,omitempty"`
 	Offset        uint64                 `protobuf:"varint,11,opt,name=offset,proto3" json:"offset,omitempty"`
+	Timer         *TimerResult           `protobuf:"bytes,12,opt,name=timer,proto3" json:"timer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnItemResult) Reset() {
 	*x = TxnItemResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +812,7 @@ func (x *TxnItemResult) String() string {
 func (*TxnItemResult) ProtoMessage() {}
 
 func (x *TxnItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[6]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +825,7 @@ func (x *TxnItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnItemResult.ProtoReflect.Descriptor instead.
 func (*TxnItemResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{6}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnItemResult) GetType() string {
@@ -676,6 +905,13 @@ func (x *TxnItemResult) GetOffset() uint64 {
 	return 0
 }
 
+func (x *TxnItemResult) GetTimer() *TimerResult {
+	if x != nil {
+		return x.Timer
+	}
+	return nil
+}
+
 type TxnResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
@@ -691,7 +927,7 @@ type TxnResult struct {
 
 func (x *TxnResult) Reset() {
 	*x = TxnResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +939,7 @@ func (x *TxnResult) String() string {
 func (*TxnResult) ProtoMessage() {}
 
 func (x *TxnResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[7]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +952,7 @@ func (x *TxnResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnResult.ProtoReflect.Descriptor instead.
 func (*TxnResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{7}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TxnResult) GetSuccess() bool {
@@ -779,7 +1015,7 @@ type ExtendResult struct {
 
 func (x *ExtendResult) Reset() {
 	*x = ExtendResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1027,7 @@ func (x *ExtendResult) String() string {
 func (*ExtendResult) ProtoMessage() {}
 
 func (x *ExtendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[8]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1040,7 @@ func (x *ExtendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResult.ProtoReflect.Descriptor instead.
 func (*ExtendResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{8}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExtendResult) GetSuccess() bool {
@@ -842,7 +1078,7 @@ type ConfigureResult struct {
 
 func (x *ConfigureResult) Reset() {
 	*x = ConfigureResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1090,7 @@ func (x *ConfigureResult) String() string {
 func (*ConfigureResult) ProtoMessage() {}
 
 func (x *ConfigureResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[9]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1103,7 @@ func (x *ConfigureResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResult.ProtoReflect.Descriptor instead.
 func (*ConfigureResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{9}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConfigureResult) GetQueueId() []byte {
@@ -936,7 +1172,7 @@ type QueueOptionsOut struct {
 
 func (x *QueueOptionsOut) Reset() {
 	*x = QueueOptionsOut{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1184,7 @@ func (x *QueueOptionsOut) String() string {
 func (*QueueOptionsOut) ProtoMessage() {}
 
 func (x *QueueOptionsOut) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[10]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1197,7 @@ func (x *QueueOptionsOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOptionsOut.ProtoReflect.Descriptor instead.
 func (*QueueOptionsOut) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{10}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueOptionsOut) GetLeaseTime() int64 {
@@ -1078,7 +1314,7 @@ type DeleteQueueResult struct {
 
 func (x *DeleteQueueResult) Reset() {
 	*x = DeleteQueueResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1326,7 @@ func (x *DeleteQueueResult) String() string {
 func (*DeleteQueueResult) ProtoMessage() {}
 
 func (x *DeleteQueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[11]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1339,7 @@ func (x *DeleteQueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResult.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{11}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteQueueResult) GetExisted() bool {
@@ -1126,7 +1362,7 @@ type SweepResult struct {
 
 func (x *SweepResult) Reset() {
 	*x = SweepResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1374,7 @@ func (x *SweepResult) String() string {
 func (*SweepResult) ProtoMessage() {}
 
 func (x *SweepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[12]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1387,7 @@ func (x *SweepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResult.ProtoReflect.Descriptor instead.
 func (*SweepResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{12}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SweepResult) GetLeases() uint32 {
@@ -1203,7 +1439,7 @@ type KVRow struct {
 
 func (x *KVRow) Reset() {
 	*x = KVRow{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1451,7 @@ func (x *KVRow) String() string {
 func (*KVRow) ProtoMessage() {}
 
 func (x *KVRow) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[13]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1464,7 @@ func (x *KVRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVRow.ProtoReflect.Descriptor instead.
 func (*KVRow) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{13}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVRow) GetKey() string {
@@ -1295,7 +1531,7 @@ type KVResult struct {
 
 func (x *KVResult) Reset() {
 	*x = KVResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1543,7 @@ func (x *KVResult) String() string {
 func (*KVResult) ProtoMessage() {}
 
 func (x *KVResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[14]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1556,7 @@ func (x *KVResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVResult.ProtoReflect.Descriptor instead.
 func (*KVResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{14}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVResult) GetOp() string {
@@ -1433,7 +1669,7 @@ type KVBatchResult struct {
 
 func (x *KVBatchResult) Reset() {
 	*x = KVBatchResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1681,7 @@ func (x *KVBatchResult) String() string {
 func (*KVBatchResult) ProtoMessage() {}
 
 func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[15]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1694,7 @@ func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatchResult.ProtoReflect.Descriptor instead.
 func (*KVBatchResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{15}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVBatchResult) GetOk() bool {
@@ -1502,7 +1738,7 @@ type SwitchesResult struct {
 
 func (x *SwitchesResult) Reset() {
 	*x = SwitchesResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1750,7 @@ func (x *SwitchesResult) String() string {
 func (*SwitchesResult) ProtoMessage() {}
 
 func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[16]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1763,7 @@ func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchesResult.ProtoReflect.Descriptor instead.
 func (*SwitchesResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{16}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SwitchesResult) GetPushMaintenance() bool {
@@ -1576,7 +1812,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1824,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[17]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1837,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{17}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Replay) GetOutcome() *StoredOutcome {
@@ -1620,7 +1856,7 @@ type IdempotencyResult struct {
 
 func (x *IdempotencyResult) Reset() {
 	*x = IdempotencyResult{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1868,7 @@ func (x *IdempotencyResult) String() string {
 func (*IdempotencyResult) ProtoMessage() {}
 
 func (x *IdempotencyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[18]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1881,7 @@ func (x *IdempotencyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyResult.ProtoReflect.Descriptor instead.
 func (*IdempotencyResult) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{18}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *IdempotencyResult) GetStored() bool {
@@ -1674,6 +1910,8 @@ type Response struct {
 	//	*Response_Switches
 	//	*Response_Idempotency
 	//	*Response_Replay
+	//	*Response_Timers
+	//	*Response_Fire
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1682,7 +1920,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1932,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_fsm_fsmpb_results_proto_msgTypes[19]
+	mi := &file_fsm_fsmpb_results_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1945,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{19}
+	return file_fsm_fsmpb_results_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Response) GetIndex() uint64 {
@@ -1832,6 +2070,24 @@ func (x *Response) GetReplay() *Replay {
 	return nil
 }
 
+func (x *Response) GetTimers() *TimerBatchResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Timers); ok {
+			return x.Timers
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetFire() *FireResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Fire); ok {
+			return x.Fire
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -1891,6 +2147,14 @@ type Response_Replay struct {
 	Replay *Replay `protobuf:"bytes,21,opt,name=replay,proto3,oneof"`
 }
 
+type Response_Timers struct {
+	Timers *TimerBatchResult `protobuf:"bytes,22,opt,name=timers,proto3,oneof"`
+}
+
+type Response_Fire struct {
+	Fire *FireResult `protobuf:"bytes,23,opt,name=fire,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -1914,6 +2178,10 @@ func (*Response_Switches) isResponse_Result() {}
 func (*Response_Idempotency) isResponse_Result() {}
 
 func (*Response_Replay) isResponse_Result() {}
+
+func (*Response_Timers) isResponse_Result() {}
+
+func (*Response_Fire) isResponse_Result() {}
 
 var File_fsm_fsmpb_results_proto protoreflect.FileDescriptor
 
@@ -1968,7 +2236,28 @@ const file_fsm_fsmpb_results_proto_rawDesc = "" +
 	"\rlease_refused\x18\n" +
 	" \x01(\bR\fleaseRefused\">\n" +
 	"\tAckResult\x121\n" +
-	"\x05items\x18\x01 \x03(\v2\x1b.queen.fsm.v1.AckItemResultR\x05items\"\xcb\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.queen.fsm.v1.AckItemResultR\x05items\"\xd8\x01\n" +
+	"\vTimerResult\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x04 \x01(\tR\btimerKey\x12\x10\n" +
+	"\x03txn\x18\x05 \x01(\tR\x03txn\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x06 \x01(\fR\tmessageId\x12\"\n" +
+	"\rdeliver_at_us\x18\a \x01(\x03R\vdeliverAtUs\x12\x19\n" +
+	"\bop_index\x18\b \x01(\rR\aopIndex\"_\n" +
+	"\x10TimerBatchResult\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.queen.fsm.v1.TimerResultR\aresults\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x87\x01\n" +
+	"\n" +
+	"FireResult\x12\x14\n" +
+	"\x05fired\x18\x01 \x01(\rR\x05fired\x12\x1a\n" +
+	"\bdeferred\x18\x02 \x01(\rR\bdeferred\x12\x12\n" +
+	"\x04dead\x18\x03 \x01(\rR\x04dead\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\x12\x1f\n" +
+	"\vlateness_us\x18\x05 \x03(\x03R\n" +
+	"latenessUs\"\xfc\x02\n" +
 	"\rTxnItemResult\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12%\n" +
@@ -1982,7 +2271,8 @@ const file_fsm_fsmpb_results_proto_rawDesc = "" +
 	"\x02kv\x18\t \x01(\v2\x16.queen.fsm.v1.KVResultR\x02kv\x12%\n" +
 	"\x0elease_released\x18\n" +
 	" \x01(\bR\rleaseReleased\x12\x16\n" +
-	"\x06offset\x18\v \x01(\x04R\x06offset\"\x89\x02\n" +
+	"\x06offset\x18\v \x01(\x04R\x06offset\x12/\n" +
+	"\x05timer\x18\f \x01(\v2\x19.queen.fsm.v1.TimerResultR\x05timer\"\x89\x02\n" +
 	"\tTxnResult\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
@@ -2075,7 +2365,7 @@ const file_fsm_fsmpb_results_proto_rawDesc = "" +
 	"\x06Replay\x125\n" +
 	"\aoutcome\x18\x01 \x01(\v2\x1b.queen.fsm.v1.StoredOutcomeR\aoutcome\"+\n" +
 	"\x11IdempotencyResult\x12\x16\n" +
-	"\x06stored\x18\x01 \x01(\bR\x06stored\"\xe6\x05\n" +
+	"\x06stored\x18\x01 \x01(\bR\x06stored\"\xd0\x06\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04push\x18\n" +
@@ -2090,7 +2380,9 @@ const file_fsm_fsmpb_results_proto_rawDesc = "" +
 	"\x02kv\x18\x12 \x01(\v2\x1b.queen.fsm.v1.KVBatchResultH\x00R\x02kv\x12:\n" +
 	"\bswitches\x18\x13 \x01(\v2\x1c.queen.fsm.v1.SwitchesResultH\x00R\bswitches\x12C\n" +
 	"\vidempotency\x18\x14 \x01(\v2\x1f.queen.fsm.v1.IdempotencyResultH\x00R\vidempotency\x12.\n" +
-	"\x06replay\x18\x15 \x01(\v2\x14.queen.fsm.v1.ReplayH\x00R\x06replay\x12%\n" +
+	"\x06replay\x18\x15 \x01(\v2\x14.queen.fsm.v1.ReplayH\x00R\x06replay\x128\n" +
+	"\x06timers\x18\x16 \x01(\v2\x1e.queen.fsm.v1.TimerBatchResultH\x00R\x06timers\x12.\n" +
+	"\x04fire\x18\x17 \x01(\v2\x18.queen.fsm.v1.FireResultH\x00R\x04fire\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06resultB,Z*github.com/queen-node/queen-node/fsm/fsmpbb\x06proto3"
 
@@ -2107,7 +2399,7 @@ func file_fsm_fsmpb_results_proto_rawDescGZIP() []byte {
 }
 
 var file_fsm_fsmpb_results_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fsm_fsmpb_results_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fsm_fsmpb_results_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fsm_fsmpb_results_proto_goTypes = []any{
 	(PushItemResult_Status)(0), // 0: queen.fsm.v1.PushItemResult.Status
 	(*PushItemResult)(nil),     // 1: queen.fsm.v1.PushItemResult
@@ -2116,53 +2408,60 @@ var file_fsm_fsmpb_results_proto_goTypes = []any{
 	(*PopResult)(nil),          // 4: queen.fsm.v1.PopResult
 	(*AckItemResult)(nil),      // 5: queen.fsm.v1.AckItemResult
 	(*AckResult)(nil),          // 6: queen.fsm.v1.AckResult
-	(*TxnItemResult)(nil),      // 7: queen.fsm.v1.TxnItemResult
-	(*TxnResult)(nil),          // 8: queen.fsm.v1.TxnResult
-	(*ExtendResult)(nil),       // 9: queen.fsm.v1.ExtendResult
-	(*ConfigureResult)(nil),    // 10: queen.fsm.v1.ConfigureResult
-	(*QueueOptionsOut)(nil),    // 11: queen.fsm.v1.QueueOptionsOut
-	(*DeleteQueueResult)(nil),  // 12: queen.fsm.v1.DeleteQueueResult
-	(*SweepResult)(nil),        // 13: queen.fsm.v1.SweepResult
-	(*KVRow)(nil),              // 14: queen.fsm.v1.KVRow
-	(*KVResult)(nil),           // 15: queen.fsm.v1.KVResult
-	(*KVBatchResult)(nil),      // 16: queen.fsm.v1.KVBatchResult
-	(*SwitchesResult)(nil),     // 17: queen.fsm.v1.SwitchesResult
-	(*Replay)(nil),             // 18: queen.fsm.v1.Replay
-	(*IdempotencyResult)(nil),  // 19: queen.fsm.v1.IdempotencyResult
-	(*Response)(nil),           // 20: queen.fsm.v1.Response
-	(*MessageRecord)(nil),      // 21: queen.fsm.v1.MessageRecord
-	(*StoredOutcome)(nil),      // 22: queen.fsm.v1.StoredOutcome
+	(*TimerResult)(nil),        // 7: queen.fsm.v1.TimerResult
+	(*TimerBatchResult)(nil),   // 8: queen.fsm.v1.TimerBatchResult
+	(*FireResult)(nil),         // 9: queen.fsm.v1.FireResult
+	(*TxnItemResult)(nil),      // 10: queen.fsm.v1.TxnItemResult
+	(*TxnResult)(nil),          // 11: queen.fsm.v1.TxnResult
+	(*ExtendResult)(nil),       // 12: queen.fsm.v1.ExtendResult
+	(*ConfigureResult)(nil),    // 13: queen.fsm.v1.ConfigureResult
+	(*QueueOptionsOut)(nil),    // 14: queen.fsm.v1.QueueOptionsOut
+	(*DeleteQueueResult)(nil),  // 15: queen.fsm.v1.DeleteQueueResult
+	(*SweepResult)(nil),        // 16: queen.fsm.v1.SweepResult
+	(*KVRow)(nil),              // 17: queen.fsm.v1.KVRow
+	(*KVResult)(nil),           // 18: queen.fsm.v1.KVResult
+	(*KVBatchResult)(nil),      // 19: queen.fsm.v1.KVBatchResult
+	(*SwitchesResult)(nil),     // 20: queen.fsm.v1.SwitchesResult
+	(*Replay)(nil),             // 21: queen.fsm.v1.Replay
+	(*IdempotencyResult)(nil),  // 22: queen.fsm.v1.IdempotencyResult
+	(*Response)(nil),           // 23: queen.fsm.v1.Response
+	(*MessageRecord)(nil),      // 24: queen.fsm.v1.MessageRecord
+	(*StoredOutcome)(nil),      // 25: queen.fsm.v1.StoredOutcome
 }
 var file_fsm_fsmpb_results_proto_depIdxs = []int32{
 	0,  // 0: queen.fsm.v1.PushItemResult.status:type_name -> queen.fsm.v1.PushItemResult.Status
 	1,  // 1: queen.fsm.v1.PushResult.items:type_name -> queen.fsm.v1.PushItemResult
 	3,  // 2: queen.fsm.v1.PopResult.messages:type_name -> queen.fsm.v1.PoppedMessage
-	21, // 3: queen.fsm.v1.PopResult.records:type_name -> queen.fsm.v1.MessageRecord
+	24, // 3: queen.fsm.v1.PopResult.records:type_name -> queen.fsm.v1.MessageRecord
 	5,  // 4: queen.fsm.v1.AckResult.items:type_name -> queen.fsm.v1.AckItemResult
-	15, // 5: queen.fsm.v1.TxnItemResult.kv:type_name -> queen.fsm.v1.KVResult
-	7,  // 6: queen.fsm.v1.TxnResult.results:type_name -> queen.fsm.v1.TxnItemResult
-	15, // 7: queen.fsm.v1.TxnResult.failed_kv:type_name -> queen.fsm.v1.KVResult
-	11, // 8: queen.fsm.v1.ConfigureResult.options:type_name -> queen.fsm.v1.QueueOptionsOut
-	14, // 9: queen.fsm.v1.KVResult.rows:type_name -> queen.fsm.v1.KVRow
-	15, // 10: queen.fsm.v1.KVBatchResult.results:type_name -> queen.fsm.v1.KVResult
-	22, // 11: queen.fsm.v1.Replay.outcome:type_name -> queen.fsm.v1.StoredOutcome
-	2,  // 12: queen.fsm.v1.Response.push:type_name -> queen.fsm.v1.PushResult
-	4,  // 13: queen.fsm.v1.Response.pop:type_name -> queen.fsm.v1.PopResult
-	6,  // 14: queen.fsm.v1.Response.ack:type_name -> queen.fsm.v1.AckResult
-	8,  // 15: queen.fsm.v1.Response.transaction:type_name -> queen.fsm.v1.TxnResult
-	9,  // 16: queen.fsm.v1.Response.extend:type_name -> queen.fsm.v1.ExtendResult
-	10, // 17: queen.fsm.v1.Response.configure:type_name -> queen.fsm.v1.ConfigureResult
-	12, // 18: queen.fsm.v1.Response.delete_queue:type_name -> queen.fsm.v1.DeleteQueueResult
-	13, // 19: queen.fsm.v1.Response.sweep:type_name -> queen.fsm.v1.SweepResult
-	16, // 20: queen.fsm.v1.Response.kv:type_name -> queen.fsm.v1.KVBatchResult
-	17, // 21: queen.fsm.v1.Response.switches:type_name -> queen.fsm.v1.SwitchesResult
-	19, // 22: queen.fsm.v1.Response.idempotency:type_name -> queen.fsm.v1.IdempotencyResult
-	18, // 23: queen.fsm.v1.Response.replay:type_name -> queen.fsm.v1.Replay
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	7,  // 5: queen.fsm.v1.TimerBatchResult.results:type_name -> queen.fsm.v1.TimerResult
+	18, // 6: queen.fsm.v1.TxnItemResult.kv:type_name -> queen.fsm.v1.KVResult
+	7,  // 7: queen.fsm.v1.TxnItemResult.timer:type_name -> queen.fsm.v1.TimerResult
+	10, // 8: queen.fsm.v1.TxnResult.results:type_name -> queen.fsm.v1.TxnItemResult
+	18, // 9: queen.fsm.v1.TxnResult.failed_kv:type_name -> queen.fsm.v1.KVResult
+	14, // 10: queen.fsm.v1.ConfigureResult.options:type_name -> queen.fsm.v1.QueueOptionsOut
+	17, // 11: queen.fsm.v1.KVResult.rows:type_name -> queen.fsm.v1.KVRow
+	18, // 12: queen.fsm.v1.KVBatchResult.results:type_name -> queen.fsm.v1.KVResult
+	25, // 13: queen.fsm.v1.Replay.outcome:type_name -> queen.fsm.v1.StoredOutcome
+	2,  // 14: queen.fsm.v1.Response.push:type_name -> queen.fsm.v1.PushResult
+	4,  // 15: queen.fsm.v1.Response.pop:type_name -> queen.fsm.v1.PopResult
+	6,  // 16: queen.fsm.v1.Response.ack:type_name -> queen.fsm.v1.AckResult
+	11, // 17: queen.fsm.v1.Response.transaction:type_name -> queen.fsm.v1.TxnResult
+	12, // 18: queen.fsm.v1.Response.extend:type_name -> queen.fsm.v1.ExtendResult
+	13, // 19: queen.fsm.v1.Response.configure:type_name -> queen.fsm.v1.ConfigureResult
+	15, // 20: queen.fsm.v1.Response.delete_queue:type_name -> queen.fsm.v1.DeleteQueueResult
+	16, // 21: queen.fsm.v1.Response.sweep:type_name -> queen.fsm.v1.SweepResult
+	19, // 22: queen.fsm.v1.Response.kv:type_name -> queen.fsm.v1.KVBatchResult
+	20, // 23: queen.fsm.v1.Response.switches:type_name -> queen.fsm.v1.SwitchesResult
+	22, // 24: queen.fsm.v1.Response.idempotency:type_name -> queen.fsm.v1.IdempotencyResult
+	21, // 25: queen.fsm.v1.Response.replay:type_name -> queen.fsm.v1.Replay
+	8,  // 26: queen.fsm.v1.Response.timers:type_name -> queen.fsm.v1.TimerBatchResult
+	9,  // 27: queen.fsm.v1.Response.fire:type_name -> queen.fsm.v1.FireResult
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fsm_fsmpb_results_proto_init() }
@@ -2171,7 +2470,7 @@ func file_fsm_fsmpb_results_proto_init() {
 		return
 	}
 	file_fsm_fsmpb_records_proto_init()
-	file_fsm_fsmpb_results_proto_msgTypes[19].OneofWrappers = []any{
+	file_fsm_fsmpb_results_proto_msgTypes[22].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
 		(*Response_Ack)(nil),
@@ -2184,6 +2483,8 @@ func file_fsm_fsmpb_results_proto_init() {
 		(*Response_Switches)(nil),
 		(*Response_Idempotency)(nil),
 		(*Response_Replay)(nil),
+		(*Response_Timers)(nil),
+		(*Response_Fire)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2191,7 +2492,7 @@ func file_fsm_fsmpb_results_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fsm_fsmpb_results_proto_rawDesc), len(file_fsm_fsmpb_results_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

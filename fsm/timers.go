@@ -1,0 +1,269 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// Timers (addendum §1): a scheduled message is a record in the state, keyed
+// by (queue, timerKey), plus an index ordered by the time it is due. The
+// due time is the entry's time plus the delay, computed in apply from the
+// leader's stamp. The leader proposes fire steps; apply fires every timer
+// due by the fire entry's own time, earliest first, each through the
+// ordinary push path (dedup by txn), and deletes the timer in the same
+// entry, so a fired message and its pending timer never coexist.
+
+// Timer statuses and fire limits.
+const (
+	TimerScheduled   = "scheduled"
+	TimerRescheduled = "rescheduled"
+	TimerCancelled   = "cancelled"
+	TimerAbsent      = "absent"
+
+	// TimerDLQGroup is the consumer group of a timer's dead letter.
+	TimerDLQGroup = "__timer__"
+	// timerMaxAttempts permanent refusals make a timer a dead letter.
+	timerMaxAttempts = 5
+	timerBackoffMin  = int64(1e6)  // µs
+	timerBackoffMax  = int64(60e6) // µs
+
+	defaultFireLimit = 256
+	defaultFireBytes = 4 << 20
+
+	ReasonTimersDisabled = "timers_disabled"
+)
+
+func timerRecKey(queue, key string) []byte { return join(queue, key) }
+
+func timerDueKey(due int64, queue, key string) []byte {
+	k := make([]byte, 8, 8+len(queue)+1+len(key))
+	binary.BigEndian.PutUint64(k, uint64(due))
+	return append(k, timerRecKey(queue, key)...)
+}
+
+// timerDue is when a timer may fire.
+func timerDue(t *fsmpb.TimerRecord) int64 { return max(t.DeliverAtUs, t.BackoffUntilUs) }
+
+func (c *applyCtx) timer(queue, key string) *fsmpb.TimerRecord {
+	v := c.tx.Get(bTimers, timerRecKey(queue, key))
+	if v == nil {
+		return nil
+	}
+	t := &fsmpb.TimerRecord{}
+	mustUnmarshal(v, t)
+	return t
+}
+
+func (c *applyCtx) putTimer(t *fsmpb.TimerRecord) {
+	c.tx.Put(bTimers, timerRecKey(t.Queue, t.TimerKey), mustMarshal(t))
+	c.tx.Put(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey), nil)
+}
+
+func (c *applyCtx) deleteTimer(t *fsmpb.TimerRecord) {
+	c.tx.Delete(bTimers, timerRecKey(t.Queue, t.TimerKey))
+	c.tx.Delete(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey))
+}
+
+// schedulesIn reports whether any op schedules (cancels are always allowed).
+func schedulesIn(ops []*fsmpb.TimerOp) bool {
+	for _, op := range ops {
+		if op.Kind != fsmpb.TimerOp_CANCEL {
+			return true
+		}
+	}
+	return false
+}
+
+// timerOp applies one schedule, reschedule or cancel.
+func (c *applyCtx) timerOp(i int, op *fsmpb.TimerOp) *fsmpb.TimerResult {
+	r := &fsmpb.TimerResult{Queue: op.Queue, TimerKey: op.TimerKey, OpIndex: uint32(i)}
+	old := c.timer(op.Queue, op.TimerKey)
+	if op.Kind == fsmpb.TimerOp_CANCEL {
+		if old == nil {
+			r.Status, r.Txn = TimerAbsent, op.Txn // "not pending now", nothing more
+			return r
+		}
+		c.deleteTimer(old)
+		r.Ok, r.Status, r.Txn = true, TimerCancelled, old.Txn
+		return r
+	}
+	partition := op.Partition
+	if partition == "" {
+		partition = defaultPartition
+	}
+	t := &fsmpb.TimerRecord{
+		Queue: op.Queue, TimerKey: op.TimerKey, Partition: partition,
+		DeliverAtUs: c.now + max(op.DelayUs, 0), Txn: op.Txn, MessageId: op.MessageId,
+		Payload: op.Payload, Encrypted: op.Encrypted, ProducerSub: op.ProducerSub,
+		CreatedUs: c.now, UpdatedUs: c.now,
+	}
+	r.Status = TimerScheduled
+	if old != nil {
+		c.deleteTimer(old) // replaced whole; only its creation time is kept
+		t.CreatedUs = old.CreatedUs
+		r.Status = TimerRescheduled
+	}
+	c.putTimer(t)
+	r.Ok, r.Txn, r.MessageId, r.DeliverAtUs = true, t.Txn, t.MessageId, t.DeliverAtUs
+	return r
+}
+
+// applyTimerBatch is POST /api/v1/timers: independent ops, one entry. While
+// the operator has scheduling switched off, a call with any schedule is
+// refused whole (never half applied).
+func applyTimerBatch(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+	ops := cmd.GetTimers().Ops
+	if c.meta.TimersScheduleDisabled && schedulesIn(ops) {
+		return &fsmpb.TimerBatchResult{Reason: ReasonTimersDisabled}, false
+	}
+	res := &fsmpb.TimerBatchResult{}
+	for i, op := range ops {
+		res.Results = append(res.Results, c.timerOp(i, op))
+	}
+	return res, true
+}
+
+// applyFireTimers fires the timers due by this entry's time.
+func applyFireTimers(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+	in := cmd.GetFireTimers()
+	res := &fsmpb.FireResult{}
+	if c.meta.TimersFireDisabled {
+		return res, true
+	}
+	limit, maxBytes := int(in.Limit), int(in.MaxBytes)
+	if limit <= 0 {
+		limit = defaultFireLimit
+	}
+	if maxBytes <= 0 {
+		maxBytes = defaultFireBytes
+	}
+	var due []*fsmpb.TimerRecord
+	var stale [][]byte
+	bytesUsed := 0
+	cur := c.tx.Cursor(bTimerDue)
+	k, _ := cur.First()
+	for ; k != nil && int64(binary.BigEndian.Uint64(k[:8])) <= c.now; k, _ = cur.Next() {
+		if len(due) == limit {
+			break
+		}
+		q, key := splitJoined(k[8:])
+		t := c.timer(q, key)
+		if t == nil || timerDue(t) != int64(binary.BigEndian.Uint64(k[:8])) {
+			stale = append(stale, append([]byte(nil), k...))
+			continue
+		}
+		if len(due) > 0 && bytesUsed+len(t.Payload) > maxBytes {
+			break // one timer always goes, however large
+		}
+		bytesUsed += len(t.Payload)
+		due = append(due, t)
+	}
+	res.More = k != nil && int64(binary.BigEndian.Uint64(k[:8])) <= c.now
+	for _, sk := range stale {
+		c.tx.Delete(bTimerDue, sk)
+	}
+	for _, t := range due {
+		c.fire(t, res)
+	}
+	return res, true
+}
+
+// fire appends one timer's message through the push path and deletes the
+// timer; a refused append backs off, and the fifth refusal files a dead
+// letter under the group __timer__.
+func (c *applyCtx) fire(t *fsmpb.TimerRecord, res *fsmpb.FireResult) {
+	r := c.push(&fsmpb.PushItem{Queue: t.Queue, Partition: t.Partition, TransactionId: t.Txn,
+		Payload: t.Payload, MessageId: t.MessageId, ProducerSub: t.ProducerSub})
+	if r.Status != fsmpb.PushItemResult_FAILED {
+		// Appended, or absorbed by dedup (the txn is already there):
+		// either way the timer has delivered.
+		c.deleteTimer(t)
+		res.Fired++
+		res.LatenessUs = append(res.LatenessUs, c.now-timerDue(t))
+		return
+	}
+	c.deleteTimer(t) // re-put below under its new due time, or dropped
+	t.Attempts++
+	t.LastError = "push_refused: " + r.Error
+	t.UpdatedUs = c.now
+	if t.Attempts >= timerMaxAttempts {
+		c.timerDeadLetter(t)
+		res.Dead++
+		return
+	}
+	backoff := timerBackoffMin << (t.Attempts - 1)
+	t.BackoffUntilUs = c.now + min(backoff, timerBackoffMax)
+	c.putTimer(t)
+	res.Deferred++
+}
+
+// timerDeadLetter files a timer that could not fire in its destination
+// queue's DLQ, creating the queue and partition so the row can be found.
+func (c *applyCtx) timerDeadLetter(t *fsmpb.TimerRecord) {
+	qs := c.ensureQueue(t.Queue)
+	ps := c.ensurePartition(t.Queue, t.Partition)
+	payload := t.Payload
+	if !json.Valid(payload) {
+		payload, _ = json.Marshal(map[string]string{"_raw_b64": base64.StdEncoding.EncodeToString(t.Payload)})
+	}
+	c.addDeadLetter(qs, &fsmpb.DLQRecord{
+		MessageId: t.MessageId, TransactionId: t.Txn, PartitionId: ps.rec.Id, Queue: t.Queue,
+		Partition: t.Partition, ConsumerGroup: TimerDLQGroup, Error: t.LastError,
+		RetryCount: t.Attempts, Payload: payload, ProducerSub: t.ProducerSub,
+		CreatedUs: t.CreatedUs, FailedUs: c.now,
+	})
+}
+
+// Reads.
+
+// Timer returns a pending timer, or nil.
+func (rd *Reader) Timer(queue, key string) *fsmpb.TimerRecord {
+	if v := rd.r.Get(bTimers, timerRecKey(queue, key)); v != nil {
+		return decode(v, &fsmpb.TimerRecord{})
+	}
+	return nil
+}
+
+// Timers lists a queue's pending timers in timerKey byte order, after the
+// exclusive cursor `after`, at most limit; truncated says more follow.
+func (rd *Reader) Timers(queue, after string, limit int) (rows []*fsmpb.TimerRecord, truncated bool) {
+	pfx := prefix(queue)
+	start := pfx
+	if after != "" {
+		start = append(timerRecKey(queue, after), 0)
+	}
+	c := rd.r.Cursor(bTimers)
+	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
+		if len(rows) == limit {
+			return rows, true
+		}
+		rows = append(rows, decode(v, &fsmpb.TimerRecord{}))
+	}
+	return rows, false
+}
+
+// TimerCount counts a queue's pending timers whose key starts with keyPrefix.
+func (rd *Reader) TimerCount(queue, keyPrefix string) int {
+	pfx := timerRecKey(queue, keyPrefix)
+	n := 0
+	c := rd.r.Cursor(bTimers)
+	for k, _ := c.Seek(pfx); k != nil && bytes.HasPrefix(k, pfx); k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// NextTimerDue is the due time of the earliest pending timer (0: none).
+func (rd *Reader) NextTimerDue() int64 {
+	k, _ := rd.r.Cursor(bTimerDue).First()
+	if k == nil {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(k[:8]))
+}
