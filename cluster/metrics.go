@@ -8,8 +8,10 @@ import (
 )
 
 type metrics struct {
-	applySeconds prometheus.Histogram
-	applyErrors  *prometheus.CounterVec
+	applySeconds  prometheus.Histogram
+	applyErrors   *prometheus.CounterVec
+	timersFired   *prometheus.CounterVec
+	timerLateness prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
@@ -24,9 +26,19 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 			Help: "Proposals that did not return a result, by kind.",
 		}, []string{"kind"}),
 	}
+	m.timersFired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "queen", Subsystem: "timers", Name: "fired_total",
+		Help: "Timers handled by this node's fire steps while leading, by result.",
+	}, []string{"result"})
+	m.timerLateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "queen", Subsystem: "timers", Name: "lateness_seconds",
+		Help:    "Fire time minus due time of fired timers.",
+		Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14),
+	})
 	if reg == nil {
 		return m
 	}
+	reg.MustRegister(m.timersFired, m.timerLateness)
 	gauge := func(name, help string, fn func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Subsystem: "raft", Name: name, Help: help}, fn)
 	}

@@ -50,6 +50,7 @@ type Config struct {
 	ApplyTimeout  time.Duration // longest wait for one apply; default 10s
 	SweepInterval time.Duration // leader's sweep period; default 2s
 	SweepLimit    uint32        // work per sweep entry; default 1000
+	TimerTick     time.Duration // how often the leader looks for due timers; default 50ms
 	NoSync        bool          // skip fsync of the FSM file (throwaway tests only)
 }
 
@@ -99,6 +100,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.SnapshotBytes == 0 {
 		cfg.SnapshotBytes = 256 << 20
+	}
+	if cfg.TimerTick == 0 {
+		cfg.TimerTick = 50 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -307,6 +311,8 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 	defer tick.Stop()
 	membership := time.NewTicker(time.Second)
 	defer membership.Stop()
+	timers := time.NewTicker(n.cfg.TimerTick)
+	defer timers.Stop()
 	var changed <-chan struct{}
 	if n.members != nil {
 		changed = n.members.changed
@@ -319,8 +325,51 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 			n.sweep(stop)
 		case <-membership.C:
 			n.reconcile()
+		case <-timers.C:
+			n.fireTimers(stop)
 		case <-changed:
 			n.reconcile()
+		}
+	}
+}
+
+// fireTimers proposes fire steps while timers are due (addendum §1.4).
+// Apply decides which timers fire, by the fire entry's own time.
+func (n *Node) fireTimers(stop chan struct{}) {
+	for i := 0; i < 64; i++ {
+		var due bool
+		_ = n.fsm.Read(func(r *fsm.Reader) error {
+			next := r.NextTimerDue()
+			due = next != 0 && next <= n.clock.read() && r.Switches().TimersFireEnabled
+			return nil
+		})
+		if !due {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		res, err := n.applyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_FireTimers{FireTimers: &fsmpb.FireTimers{}}})
+		cancel()
+		if err != nil {
+			n.log.Warn("timer fire step failed; will retry", "err", err)
+			return
+		}
+		f, ok := res.(*fsmpb.FireResult)
+		if !ok {
+			return
+		}
+		n.m.timersFired.WithLabelValues("fired").Add(float64(f.Fired))
+		n.m.timersFired.WithLabelValues("deferred").Add(float64(f.Deferred))
+		n.m.timersFired.WithLabelValues("dead_letter").Add(float64(f.Dead))
+		for _, l := range f.LatenessUs {
+			n.m.timerLateness.Observe(float64(l) / 1e6)
+		}
+		if !f.More {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
 		}
 	}
 }

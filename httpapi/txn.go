@@ -22,9 +22,11 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 			return nil, nil, bad("operations array required")
 		}
 	}
+	var timerRaw []json.RawMessage
 	if raw, has := o["timers"]; has {
-		if elems, ok := array(raw); !ok || len(elems) > 0 {
-			return nil, nil, bad("timers not supported")
+		var ok bool
+		if timerRaw, ok = array(raw); !ok {
+			return nil, nil, bad("timers must be an array")
 		}
 	}
 	var kvRaw []json.RawMessage
@@ -34,7 +36,7 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 			return nil, nil, bad("kv must be an array")
 		}
 	}
-	if len(ops) == 0 && len(kvRaw) == 0 {
+	if len(ops) == 0 && len(kvRaw) == 0 && len(timerRaw) == 0 {
 		if _, has := o["operations"]; !has {
 			return nil, nil, bad("operations array required")
 		}
@@ -92,7 +94,7 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 		case "kv":
 			return nil, nil, bad(`kv operations go in the root "kv" array, not in operations`)
 		case "timer", "timers":
-			return nil, nil, bad("timers not supported")
+			return nil, nil, bad(`timer operations go in the root "timers" array, not in operations`)
 		default:
 			if unknownType == "" {
 				unknownType = typ
@@ -106,10 +108,13 @@ func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	in.Kv = kvOps
+	if in.Timers, err = parseTimerOps(timerRaw, timerStrictness{}); err != nil {
+		return nil, nil, err
+	}
 	if unknownType != "" {
 		return nil, map[string]any{"success": false, "error": "Unknown operation type: " + unknownType, "results": []any{}}, nil
 	}
-	in.Kv = kvOps
 	id := uuid.New()
 	in.TransactionId = id[:]
 	return in, nil, nil
@@ -147,8 +152,12 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) renderTxn(w http.ResponseWriter, res proto.Message) {
 	tr := res.(*fsmpb.TxnResult)
-	if tr.Reason == fsm.ReasonKVDisabled {
+	switch tr.Reason {
+	case fsm.ReasonKVDisabled:
 		writeJSON(w, http.StatusForbidden, errorBody{Error: "kv is disabled by the operator (GET /api/v1/system/kv-timers)", Code: "kv_disabled"})
+		return
+	case fsm.ReasonTimersDisabled:
+		writeJSON(w, http.StatusForbidden, errorBody{Error: "timer scheduling is paused by the operator (GET /api/v1/system/kv-timers)", Code: "timers_disabled"})
 		return
 	}
 	writeJSON(w, http.StatusOK, txnOut(tr))
@@ -193,6 +202,11 @@ func txnOut(r *fsmpb.TxnResult) map[string]any {
 			for k, v := range kvResultOut(it.Kv) {
 				m[k] = v
 			}
+		case "timer":
+			for k, v := range timerResultOut(it.Timer) {
+				m[k] = v
+			}
+			m["opIndex"] = it.Timer.OpIndex
 		}
 		results[i] = m
 	}

@@ -296,8 +296,8 @@ func TestTransactionRejectsMalformed(t *testing.T) {
 		{name: "push op queue NUL", body: `{"operations":[{"type":"push","queue":"q\u0000"}]}`, err: "NUL"},
 		{name: "requiredLeases string", body: `{"operations":[` + ack + `],"requiredLeases":"l1"}`, err: "requiredLeases"},
 		{name: "requiredLeases with number", body: `{"operations":[` + ack + `],"requiredLeases":["l1",2]}`, err: "requiredLeases"},
-		{name: "timers root", body: `{"operations":[` + ack + `],"timers":[{"queue":"q","key":"k"}]}`, err: "timers not supported"},
-		{name: "timer op", body: `{"operations":[{"type":"timer","queue":"q"}]}`, err: "timers not supported"},
+		{name: "timers root", body: `{"operations":[` + ack + `],"timers":[{"queue":"q","key":"k"}]}`, err: "timers_bad_request"},
+		{name: "timer op", body: `{"operations":[{"type":"timer","queue":"q"}]}`, err: `root "timers" array`},
 	}
 	for i := range cases {
 		cases[i].path, cases[i].status = "/api/v1/transaction", 400

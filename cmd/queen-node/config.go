@@ -33,6 +33,7 @@ type config struct {
 	Pprof                   bool
 	IdempotencyTTL          time.Duration
 	KVReadRate              float64
+	TimerTick               time.Duration
 }
 
 type flagSpec struct {
@@ -125,6 +126,14 @@ var flagTable = []flagSpec{
 		if f == 0 {
 			c.KVReadRate = -1 // unlimited
 		}
+		return nil
+	}},
+	{"timer-tick-ms", "50", "how often the leader looks for due timers", func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errors.New("must be an integer >= 1")
+		}
+		c.TimerTick = time.Duration(n) * time.Millisecond
 		return nil
 	}},
 	{"pprof", "false", "serve /debug/pprof/ on the HTTP address", func(c *config, v string) error {

@@ -72,8 +72,8 @@ func run(args []string) error {
 		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
-		SweepInterval: cfg.RetentionInterval,
-		Tuning:        raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
+		SweepInterval: cfg.RetentionInterval, TimerTick: cfg.TimerTick,
+		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
 		httpLn.Close()
