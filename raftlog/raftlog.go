@@ -27,6 +27,8 @@ type Config struct {
 	Timeout time.Duration
 	// SnapshotsRetained; 0 = 2.
 	SnapshotsRetained int
+	// CacheBytes bounds the in-memory cache of recent entries; 0 = 32 MiB.
+	CacheBytes int
 }
 
 // Stores are the opened parts.
@@ -58,11 +60,11 @@ func Open(cfg Config) (*Stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: open log: %w", err)
 	}
-	logs, err := raft.NewLogCache(1024, bs)
-	if err != nil {
-		bs.Close()
-		return nil, fmt.Errorf("raftlog: log cache: %w", err)
+	cacheBytes := cfg.CacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = 32 << 20
 	}
+	logs := newByteCache(bs, cacheBytes)
 	retain := cfg.SnapshotsRetained
 	if retain == 0 {
 		retain = 2

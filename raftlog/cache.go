@@ -1,0 +1,90 @@
+package raftlog
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// byteCache keeps the most recent log entries in memory, up to a byte
+// budget, so that replication to followers that keep up reads memory
+// instead of the log file. It differs from raft.LogCache in two ways that
+// matter for a broker whose entries carry batches of payloads: it is
+// bounded in bytes, not entries (1024 entries of 16 MiB pushes would be
+// 16 GiB), and it caches copies of the entries: raft hands StoreLogs
+// pointers into its futures, and caching those would keep every cached
+// entry's apply result alive as well.
+type byteCache struct {
+	raft.LogStore
+	mu     sync.Mutex
+	budget int
+	size   int
+	logs   map[uint64]*raft.Log
+	first  uint64 // lowest cached index (0 = empty)
+	last   uint64
+}
+
+func newByteCache(store raft.LogStore, budget int) *byteCache {
+	return &byteCache{LogStore: store, budget: budget, logs: map[uint64]*raft.Log{}}
+}
+
+func (c *byteCache) GetLog(index uint64, out *raft.Log) error {
+	c.mu.Lock()
+	l, ok := c.logs[index]
+	c.mu.Unlock()
+	if ok {
+		*out = *l
+		return nil
+	}
+	return c.LogStore.GetLog(index, out)
+}
+
+func (c *byteCache) StoreLog(l *raft.Log) error { return c.StoreLogs([]*raft.Log{l}) }
+
+func (c *byteCache) StoreLogs(logs []*raft.Log) error {
+	if err := c.LogStore.StoreLogs(logs); err != nil {
+		c.reset() // the store may hold some of them: forget what we think we know
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range logs {
+		if c.first != 0 && l.Index != c.last+1 {
+			c.resetLocked() // a gap or an overwrite (a new leader's log): start over
+		}
+		cp := *l
+		c.logs[l.Index] = &cp
+		c.size += len(l.Data) + len(l.Extensions)
+		if c.first == 0 {
+			c.first = l.Index
+		}
+		c.last = l.Index
+	}
+	for c.size > c.budget && c.first != 0 && c.first <= c.last {
+		if old, ok := c.logs[c.first]; ok {
+			c.size -= len(old.Data) + len(old.Extensions)
+			delete(c.logs, c.first)
+		}
+		c.first++
+	}
+	if c.first > c.last {
+		c.resetLocked()
+	}
+	return nil
+}
+
+func (c *byteCache) DeleteRange(min, max uint64) error {
+	c.reset()
+	return c.LogStore.DeleteRange(min, max)
+}
+
+func (c *byteCache) reset() {
+	c.mu.Lock()
+	c.resetLocked()
+	c.mu.Unlock()
+}
+
+func (c *byteCache) resetLocked() {
+	c.logs = map[uint64]*raft.Log{}
+	c.size, c.first, c.last = 0, 0, 0
+}

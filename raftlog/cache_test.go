@@ -1,0 +1,46 @@
+package raftlog
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+func TestByteCacheStaysWithinBudgetAndServesMisses(t *testing.T) {
+	bs, err := raftboltdb.NewBoltStore(filepath.Join(t.TempDir(), "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	c := newByteCache(bs, 1000)
+	for i := uint64(1); i <= 50; i++ {
+		if err := c.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: make([]byte, 100)}}); err != nil {
+			t.Fatal(err)
+		}
+		if c.size > 1000 {
+			t.Fatalf("cache holds %d bytes over a 1000 budget", c.size)
+		}
+	}
+	if len(c.logs) != 10 || c.first != 41 {
+		t.Fatalf("cache holds %d entries from %d, want the newest 10", len(c.logs), c.first)
+	}
+	var l raft.Log
+	if err := c.GetLog(5, &l); err != nil || l.Index != 5 {
+		t.Fatalf("a miss must fall through to the store: %v %v", l.Index, err)
+	}
+	// A new leader overwriting the tail: the cache restarts, nothing stale.
+	if err := c.StoreLogs([]*raft.Log{{Index: 45, Term: 2, Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.GetLog(45, &l); err != nil || l.Term != 2 {
+		t.Fatalf("overwritten entry: term %d, %v", l.Term, err)
+	}
+	if _, ok := c.logs[46]; ok {
+		t.Fatal("entries after an overwrite must leave the cache")
+	}
+	if err := c.DeleteRange(1, 45); err != nil || len(c.logs) != 0 {
+		t.Fatalf("DeleteRange must clear the cache: %d left, %v", len(c.logs), err)
+	}
+}
