@@ -66,8 +66,9 @@ type Node struct {
 	hub    *hub
 	m      *metrics
 
-	appliedMu sync.Mutex
-	appliedCh chan struct{} // closed and replaced after every applied batch
+	appliedMu   sync.Mutex
+	appliedCh   chan struct{} // closed and replaced after every applied batch
+	lastApplyAt time.Time     // monotonic reading at the last applied batch
 
 	ready atomic.Bool // leader, and every entry of earlier terms is applied
 
@@ -226,7 +227,19 @@ func (n *Node) onApplied(index uint64, ch fsm.Changes) {
 	n.appliedMu.Lock()
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})
+	n.lastApplyAt = time.Now()
 	n.appliedMu.Unlock()
+}
+
+// sinceLastApply is how long ago, by the monotonic clock, this node applied
+// the last batch; -1 when it has applied nothing since it started.
+func (n *Node) sinceLastApply() time.Duration {
+	n.appliedMu.Lock()
+	defer n.appliedMu.Unlock()
+	if n.lastApplyAt.IsZero() {
+		return -1
+	}
+	return time.Since(n.lastApplyAt)
 }
 
 // waitApplied blocks until the FSM has applied index (an index that
@@ -291,7 +304,7 @@ func (n *Node) watchLeadership() {
 // propose sweeps. It retries forever and ends only when leadership does
 // (DESIGN.md, traps: a refused write must not stop the loop).
 func (n *Node) leaderLoop(stop chan struct{}) {
-	n.clock.anchor(n.fsm.LastNow())
+	n.clock.anchor(n.fsm.LastNow(), n.sinceLastApply())
 	for {
 		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err == nil {
 			break
