@@ -518,9 +518,18 @@ func (n *Node) snapshotLoop() {
 	}
 }
 
-// SetClockSkew shifts the wall clock this node anchors its stamps to when it
-// next becomes leader. Fault tests use it to simulate a jumping clock.
+// SetClockSkew shifts the wall clock this node's stamp clock reads (when it
+// anchors, and as the target it slews towards). Fault tests use it to
+// simulate a clock that jumps.
 func (n *Node) SetClockSkew(d time.Duration) { n.clock.setSkew(d) }
+
+// StepDown hands leadership to another voter (fault tests, operators).
+func (n *Node) StepDown() error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	return n.raft.LeadershipTransfer().Error()
+}
 
 // Snapshot forces a snapshot (tests, operators).
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }

@@ -34,6 +34,7 @@ type config struct {
 	IdempotencyTTL          time.Duration
 	KVReadRate              float64
 	TimerTick               time.Duration
+	TestHooks               bool
 }
 
 type flagSpec struct {
@@ -134,6 +135,14 @@ var flagTable = []flagSpec{
 			return errors.New("must be an integer >= 1")
 		}
 		c.TimerTick = time.Duration(n) * time.Millisecond
+		return nil
+	}},
+	{"test-hooks", "false", "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)", func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.TestHooks = b
 		return nil
 	}},
 	{"pprof", "false", "serve /debug/pprof/ on the HTTP address", func(c *config, v string) error {

@@ -94,11 +94,17 @@ func run(args []string) error {
 		IdempotencyTTL: cfg.IdempotencyTTL, KVReadRate: cfg.KVReadRate,
 	})
 	var handler http.Handler = api
-	if cfg.Pprof {
+	if cfg.Pprof || cfg.TestHooks {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if cfg.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
+		if cfg.TestHooks {
+			log.Warn("test hooks are on: /debug/clock-skew and /debug/step-down change this node's behaviour")
+			testHooks(mux, node)
+		}
 		mux.Handle("/", api)
 		handler = mux
 	}

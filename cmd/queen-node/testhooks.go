@@ -1,0 +1,32 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/queen-node/queen-node/cluster"
+)
+
+// testHooks serves the fault-test hooks (--test-hooks): a clock that jumps,
+// and a leader that steps down on request.
+func testHooks(mux *http.ServeMux, node *cluster.Node) {
+	mux.HandleFunc("POST /debug/clock-skew", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Ms int64 `json:"ms"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, `{"error":"body must be {\"ms\": N}"}`, http.StatusBadRequest)
+			return
+		}
+		node.SetClockSkew(time.Duration(in.Ms) * time.Millisecond)
+		w.Write([]byte(`{"ok":true}`))
+	})
+	mux.HandleFunc("POST /debug/step-down", func(w http.ResponseWriter, r *http.Request) {
+		if err := node.StepDown(); err != nil {
+			http.Error(w, `{"error":"`+err.Error()+`"}`, http.StatusConflict)
+			return
+		}
+		w.Write([]byte(`{"ok":true}`))
+	})
+}
