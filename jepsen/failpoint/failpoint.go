@@ -1,0 +1,222 @@
+// Package failpoint holds the faults the fault tests inject: each can say
+// whether it is available on this cluster, inject itself, and return the
+// function that heals it.
+package failpoint
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"time"
+
+	"github.com/queen-node/queen-node/jepsen/harness"
+)
+
+// Fault is one kind of failure.
+type Fault interface {
+	Name() string
+	Available(c *harness.Cluster) bool
+	// Inject breaks something and returns how to heal it and what it did.
+	Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (heal func(context.Context) error, what string, err error)
+}
+
+// ByName returns the faults named in a comma list: kill, pause, partition,
+// clock, membership.
+func ByName(names []string) ([]Fault, error) {
+	var out []Fault
+	for _, n := range names {
+		switch n {
+		case "kill":
+			out = append(out, kill{})
+		case "pause":
+			out = append(out, pause{})
+		case "partition":
+			out = append(out, partition{})
+		case "clock":
+			out = append(out, clock{})
+		case "membership":
+			out = append(out, membership{})
+		default:
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership)", n)
+		}
+	}
+	return out, nil
+}
+
+// target picks the leader half of the time, a random running node otherwise.
+func target(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (*harness.Node, string) {
+	if rng.Intn(2) == 0 {
+		if l, err := c.Leader(ctx); err == nil {
+			return l, "the leader " + l.ID
+		}
+	}
+	var up []*harness.Node
+	for _, n := range c.Nodes() {
+		if n.Running() && !n.Paused() {
+			up = append(up, n)
+		}
+	}
+	if len(up) == 0 {
+		return nil, ""
+	}
+	n := up[rng.Intn(len(up))]
+	return n, n.ID
+}
+
+type kill struct{}
+
+func (kill) Name() string                    { return "kill" }
+func (kill) Available(*harness.Cluster) bool { return true }
+func (kill) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
+	n, who := target(ctx, c, rng)
+	if n == nil {
+		return nil, "", fmt.Errorf("no node to kill")
+	}
+	c.Kill(n)
+	return func(context.Context) error { return c.Restart(n) }, "kill -9 " + who, nil
+}
+
+type pause struct{}
+
+func (pause) Name() string                    { return "pause" }
+func (pause) Available(*harness.Cluster) bool { return true }
+func (pause) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
+	n, who := target(ctx, c, rng)
+	if n == nil {
+		return nil, "", fmt.Errorf("no node to pause")
+	}
+	c.Pause(n)
+	return func(context.Context) error { c.Resume(n); return nil }, "SIGSTOP " + who, nil
+}
+
+type partition struct{}
+
+func (partition) Name() string                      { return "partition" }
+func (partition) Available(c *harness.Cluster) bool { return c.NetNS() }
+func (partition) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
+	nodes := c.Nodes()
+	idx := make([]int, len(nodes))
+	for i, n := range nodes {
+		idx[i] = n.Index
+	}
+	rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	var what string
+	var err error
+	switch rng.Intn(3) {
+	case 0: // isolate the leader
+		l, lerr := c.Leader(ctx)
+		if lerr != nil {
+			return nil, "", lerr
+		}
+		var rest []int
+		for _, i := range idx {
+			if i != l.Index {
+				rest = append(rest, i)
+			}
+		}
+		err = c.Net().Partition([][]int{{l.Index}, rest})
+		what = "isolate the leader " + l.ID
+	case 1: // majority / minority
+		cut := len(idx) / 2
+		err = c.Net().Partition([][]int{idx[:cut], idx[cut:]})
+		what = fmt.Sprintf("partition %v | %v", idx[:cut], idx[cut:])
+	default: // a bridge: two sides that each see the middle node only
+		if len(idx) < 3 {
+			return nil, "", fmt.Errorf("a bridge needs 3 nodes")
+		}
+		mid := idx[0]
+		left, right := idx[1:1+(len(idx)-1)/2], idx[1+(len(idx)-1)/2:]
+		for _, a := range left {
+			for _, b := range right {
+				if err = c.Net().Cut(a, b); err != nil {
+					break
+				}
+			}
+		}
+		what = fmt.Sprintf("bridge %v - %d - %v", left, mid, right)
+	}
+	if err != nil {
+		c.Net().Heal()
+		return nil, "", err
+	}
+	return func(context.Context) error { return c.Net().Heal() }, what, nil
+}
+
+type clock struct{}
+
+func (clock) Name() string                    { return "clock" }
+func (clock) Available(*harness.Cluster) bool { return true }
+
+// Inject jumps the leader's wall clock by ±(30..300) s, then makes it step
+// down and back later: the stamp clock must neither go back nor let leases
+// end early by more than its slew bound.
+func (clock) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
+	var skewed []*harness.Node
+	ms := int64(30000 + rng.Intn(270000))
+	if rng.Intn(2) == 0 {
+		ms = -ms
+	}
+	for _, n := range c.Nodes() {
+		if !n.Running() || n.Paused() || rng.Intn(2) == 0 {
+			continue
+		}
+		body, _ := json.Marshal(map[string]int64{"ms": ms})
+		if code, err := c.Post(ctx, n, http.MethodPost, "/debug/clock-skew", body); err == nil && code == http.StatusOK {
+			skewed = append(skewed, n)
+		}
+	}
+	if l, err := c.Leader(ctx); err == nil {
+		c.Post(ctx, l, http.MethodPost, "/debug/step-down", nil) // a new leader anchors its clock
+	}
+	var ids []string
+	for _, n := range skewed {
+		ids = append(ids, n.ID)
+	}
+	heal := func(ctx context.Context) error {
+		for _, n := range skewed {
+			if n.Running() {
+				c.Post(ctx, n, http.MethodPost, "/debug/clock-skew", []byte(`{"ms":0}`))
+			}
+		}
+		return nil
+	}
+	return heal, fmt.Sprintf("clock of %v jumps %+ds, leader steps down", ids, ms/1000), nil
+}
+
+type membership struct{}
+
+func (membership) Name() string                    { return "membership" }
+func (membership) Available(*harness.Cluster) bool { return true }
+
+// Inject adds a node, removes a node, or replaces one (remove, then add).
+func (membership) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
+	nodes := c.Nodes()
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	switch {
+	case len(nodes) <= 3 || rng.Intn(3) == 0:
+		n, err := c.AddNode(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		return func(context.Context) error { return nil }, "add " + n.ID, nil
+	case rng.Intn(2) == 0:
+		victim := nodes[rng.Intn(len(nodes))]
+		if err := c.RemoveNode(ctx, victim); err != nil {
+			return nil, "", err
+		}
+		return func(context.Context) error { return nil }, "remove " + victim.ID, nil
+	default:
+		victim := nodes[rng.Intn(len(nodes))]
+		if err := c.RemoveNode(ctx, victim); err != nil {
+			return nil, "", err
+		}
+		n, err := c.AddNode(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		return func(context.Context) error { return nil }, "replace " + victim.ID + " with " + n.ID, nil
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/queen-node/queen-node/jepsen/run"
+)
+
+// TestShortFaultRun is the fault test's short run: three real nodes, every
+// workload, kills and pauses (and partitions when network namespaces are
+// available), about 25 s of load. `go run ./jepsen` runs longer ones;
+// scripts/jepsen.sh runs the long campaign.
+func TestShortFaultRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the fault run takes about a minute")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "queen-node")
+	build := exec.Command("go", "build", "-o", bin, "github.com/queen-node/queen-node/cmd/queen-node")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	work := filepath.Join(dir, "work")
+	os.MkdirAll(work, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sum, err := run.Run(ctx, run.Options{
+		Nodes: 3, Duration: 25 * time.Second, Faults: []string{"kill", "pause", "partition", "clock"},
+		Workloads: []string{"all"}, Bin: bin, Dir: work, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(sum.Line())
+	if len(sum.Skipped) > 0 {
+		t.Logf("faults not available on this machine: %v", sum.Skipped)
+	}
+	if !sum.OK {
+		for _, v := range sum.Violations {
+			t.Error(v)
+		}
+		t.Fatalf("%s (report: %s)", sum.Line(), sum.Report)
+	}
+	if sum.Faults == 0 || sum.Ops < 100 {
+		t.Fatalf("the run did too little to mean anything: %s", sum.Line())
+	}
+}

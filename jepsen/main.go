@@ -1,0 +1,101 @@
+// Command jepsen is queen-node's fault test: it runs real queen-node
+// processes, injects faults while clients work, records every operation and
+// checks the histories.
+//
+//	go run ./jepsen -nodes 3 -time 60s -faults kill,pause,partition -workload all
+//
+// It ends with one line
+//
+//	jepsen: ok|FAIL ops=N faults=N lost=N duplicated=N linearizable=true|false
+//
+// and exits non-zero on any violation. On failure the work directory (node
+// data dirs and logs) is kept and a report folder inside it holds the
+// history, the faults, the violations and porcupine's visualization.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/queen-node/queen-node/jepsen/run"
+)
+
+func main() {
+	nodes := flag.Int("nodes", 3, "cluster size")
+	dur := flag.Duration("time", 60*time.Second, "how long clients work while faults happen")
+	faults := flag.String("faults", "kill,pause,partition", "comma list: kill, pause, partition, clock, membership")
+	workloads := flag.String("workload", "all", "comma list: queue, kv, timers, ledger, all")
+	bin := flag.String("bin", "", "queen-node binary (default: build ./cmd/queen-node)")
+	out := flag.String("out", "", "work directory (default: a new temp dir, removed when the run passes)")
+	seed := flag.Int64("seed", 0, "random seed (default: from the clock)")
+	netns := flag.String("netns", "auto", "network namespaces for real partitions: auto | on | off")
+	verbose := flag.Bool("v", false, "log faults and node events")
+	flag.Parse()
+
+	dir := *out
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "queen-jepsen-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		dir = d
+	}
+	if *bin == "" {
+		*bin = filepath.Join(dir, "queen-node")
+		build := exec.Command("go", "build", "-o", *bin, "./cmd/queen-node")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			log.Fatalf("jepsen: build: %v", err)
+		}
+	}
+	logf := func(string, ...any) {}
+	if *verbose {
+		logf = func(f string, a ...any) { log.Printf(f, a...) }
+	}
+	ctx := context.Background()
+	sum, err := run.Run(ctx, run.Options{
+		Nodes: *nodes, Duration: *dur, Faults: split(*faults), Workloads: split(*workloads),
+		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, Logf: logf,
+	})
+	if err != nil {
+		fmt.Println("jepsen: FAIL ops=0 faults=0 lost=0 duplicated=0 linearizable=false")
+		log.Fatalf("jepsen: %v (work dir %s)", err, dir)
+	}
+	if len(sum.Skipped) > 0 {
+		fmt.Fprintf(os.Stderr, "jepsen: faults not available on this machine: %s\n", strings.Join(sum.Skipped, ","))
+	}
+	if !sum.OK {
+		for _, v := range sum.Violations {
+			fmt.Fprintln(os.Stderr, "  "+v)
+		}
+		fmt.Fprintf(os.Stderr, "jepsen: report in %s\n", sum.Report)
+		fmt.Println(sum.Line())
+		os.Exit(1)
+	}
+	if *out == "" {
+		os.RemoveAll(dir)
+	}
+	fmt.Println(sum.Line())
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+// Package run is the fault test itself: start a cluster, drive workloads,
+// inject faults with a health check before and after each, heal, let the
+// workloads finish, check their histories, and on failure write a report.
+package run
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/queen-node/queen-node/jepsen/failpoint"
+	"github.com/queen-node/queen-node/jepsen/harness"
+	"github.com/queen-node/queen-node/jepsen/history"
+	"github.com/queen-node/queen-node/jepsen/netns"
+	"github.com/queen-node/queen-node/jepsen/workload"
+)
+
+// Options configure a run.
+type Options struct {
+	Nodes     int
+	Duration  time.Duration
+	Faults    []string
+	Workloads []string
+	Bin       string
+	Dir       string // work dir (data, logs); the report goes to Dir/report on failure
+	Seed      int64
+	NetNS     string // auto | on | off
+	Logf      func(format string, args ...any)
+}
+
+// Summary is the run's outcome.
+type Summary struct {
+	OK           bool
+	Ops          int
+	Faults       int
+	Lost         int
+	Duplicated   int
+	Linearizable bool
+	Violations   []string
+	Report       string // report folder, on failure
+	Skipped      []string
+}
+
+// Line is the one-line verdict.
+func (s Summary) Line() string {
+	verdict := "ok"
+	if !s.OK {
+		verdict = "FAIL"
+	}
+	return fmt.Sprintf("jepsen: %s ops=%d faults=%d lost=%d duplicated=%d linearizable=%v",
+		verdict, s.Ops, s.Faults, s.Lost, s.Duplicated, s.Linearizable)
+}
+
+// Run runs one fault test.
+func Run(ctx context.Context, o Options) (Summary, error) {
+	var sum Summary
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Seed == 0 {
+		o.Seed = time.Now().UnixNano() % 1e9
+	}
+	o.Logf("seed %d", o.Seed)
+	faults, err := failpoint.ByName(o.Faults)
+	if err != nil {
+		return sum, err
+	}
+	wls, err := workload.ByName(o.Workloads)
+	if err != nil {
+		return sum, err
+	}
+	useNS := false
+	switch o.NetNS {
+	case "on":
+		if ok, why := netns.Available(); !ok {
+			return sum, fmt.Errorf("network namespaces unavailable: %s", why)
+		}
+		useNS = true
+	case "auto", "":
+		useNS, _ = netns.Available()
+	}
+	c, err := harness.Start(ctx, harness.Options{Nodes: o.Nodes, Bin: o.Bin, Dir: o.Dir, NetNS: useNS, Logf: o.Logf})
+	if err != nil {
+		return sum, err
+	}
+	defer c.Stop()
+	var usable []failpoint.Fault
+	for _, f := range faults {
+		if f.Available(c) {
+			usable = append(usable, f)
+		} else {
+			sum.Skipped = append(sum.Skipped, f.Name())
+			o.Logf("fault %s is not available here (no network namespaces)", f.Name())
+		}
+	}
+	env := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed, Logf: o.Logf}
+	for _, w := range wls {
+		if err := w.Setup(ctx, env); err != nil {
+			return sum, fmt.Errorf("setup %s: %w", w.Name(), err)
+		}
+	}
+
+	// Load and faults for the duration.
+	loadCtx, stopLoad := context.WithTimeout(ctx, o.Duration)
+	var wg sync.WaitGroup
+	for _, w := range wls {
+		wg.Add(1)
+		go func(w workload.Workload) { defer wg.Done(); w.Run(loadCtx, env) }(w)
+	}
+	var faultLog []string
+	if len(usable) > 0 {
+		sum.Faults, faultLog, err = nemesis(loadCtx, c, usable, rand.New(rand.NewSource(o.Seed)), o.Logf)
+	}
+	<-loadCtx.Done()
+	stopLoad()
+	wg.Wait()
+	if err != nil {
+		sum.Violations = append(sum.Violations, "nemesis: "+err.Error())
+	}
+
+	// Heal everything, then let the workloads finish.
+	healCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if c.Net() != nil {
+		c.Net().Heal()
+	}
+	for _, n := range c.Nodes() {
+		c.Resume(n)
+		c.Restart(n)
+	}
+	if err := c.Healthy(healCtx, 60*time.Second); err != nil {
+		sum.Violations = append(sum.Violations, "cluster did not recover after the faults healed: "+err.Error())
+	}
+	for _, w := range wls {
+		fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
+		if err := w.Finish(fctx, env); err != nil {
+			sum.Violations = append(sum.Violations, fmt.Sprintf("%s: finishing: %v", w.Name(), err))
+		}
+		fcancel()
+	}
+	sum.Linearizable = true
+	files := map[string][]byte{}
+	for _, w := range wls {
+		r := w.Check(env)
+		sum.Ops += r.Ops
+		sum.Lost += r.Lost
+		sum.Duplicated += r.Duplicated
+		if r.Linearizable != nil && !*r.Linearizable {
+			sum.Linearizable = false
+		}
+		for _, v := range r.Violations {
+			sum.Violations = append(sum.Violations, w.Name()+": "+v)
+		}
+		for name, b := range r.Files {
+			files[w.Name()+"-"+name] = b
+		}
+	}
+	sum.OK = len(sum.Violations) == 0 && sum.Lost == 0 && sum.Duplicated == 0 && sum.Linearizable
+	if !sum.OK {
+		sum.Report = filepath.Join(o.Dir, "report")
+		writeReport(sum, env.Rec, c, faultLog, files, o)
+	}
+	return sum, nil
+}
+
+// nemesis injects faults until ctx ends: a health check, a fault held for a
+// while, its heal, another health check.
+func nemesis(ctx context.Context, c *harness.Cluster, faults []failpoint.Fault, rng *rand.Rand, logf func(string, ...any)) (int, []string, error) {
+	var log []string
+	count := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return count, log, nil
+		case <-time.After(time.Duration(500+rng.Intn(1500)) * time.Millisecond):
+		}
+		hctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		if err := c.Healthy(hctx, 40*time.Second); err != nil {
+			cancel()
+			return count, log, fmt.Errorf("unhealthy before a fault: %w", err)
+		}
+		f := faults[rng.Intn(len(faults))]
+		heal, what, err := f.Inject(hctx, c, rng)
+		if err != nil {
+			cancel()
+			logf("fault %s could not be injected: %v", f.Name(), err)
+			continue
+		}
+		count++
+		entry := fmt.Sprintf("%s %s", time.Now().Format("15:04:05.000"), what)
+		log = append(log, entry)
+		logf("fault: %s", what)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(1000+rng.Intn(3000)) * time.Millisecond):
+		}
+		if err := heal(hctx); err != nil {
+			cancel()
+			return count, log, fmt.Errorf("healing %s: %w", what, err)
+		}
+		log = append(log, time.Now().Format("15:04:05.000")+" healed")
+		if err := c.Healthy(hctx, 40*time.Second); err != nil {
+			cancel()
+			return count, log, fmt.Errorf("unhealthy after healing %q: %w", what, err)
+		}
+		cancel()
+	}
+}
+
+func writeReport(sum Summary, rec *history.Recorder, c *harness.Cluster, faults []string, files map[string][]byte, o Options) {
+	dir := sum.Report
+	os.MkdirAll(dir, 0o755)
+	rec.WriteFile(filepath.Join(dir, "history.jsonl"))
+	os.WriteFile(filepath.Join(dir, "faults.txt"), []byte(strings.Join(faults, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(sum.Violations, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(fmt.Sprintf("%s\nseed %d\n", sum.Line(), o.Seed)), 0o644)
+	for name, b := range files {
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	// Node logs and data dirs stay where they are (o.Dir/nX, o.Dir/nX.log);
+	// the report names them.
+	var nodes []string
+	for _, n := range c.Nodes() {
+		nodes = append(nodes, fmt.Sprintf("%s: data %s, log %s", n.ID, n.Dir, n.LogPath))
+	}
+	os.WriteFile(filepath.Join(dir, "nodes.txt"), []byte(strings.Join(nodes, "\n")+"\n"), 0o644)
+}
