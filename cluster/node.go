@@ -443,6 +443,10 @@ const readyLag = 1024
 // server shutting down does not wait for them. Writes keep working.
 func (n *Node) Drain() { n.drainOnce.Do(func() { close(n.draining) }) }
 
+// Draining is closed once Drain was called: long-lived streams (the gRPC
+// Consume) end on it, so that a graceful server stop does not wait for them.
+func (n *Node) Draining() <-chan struct{} { return n.draining }
+
 // Shutdown stops the node: the leader loops, Raft, then the files.
 func (n *Node) Shutdown() error {
 	var err error
@@ -498,7 +502,8 @@ func (n *Node) transferLeadership() {
 
 // snapshotLoop takes a snapshot when enough bytes were applied since the
 // last one (Raft's own trigger counts entries, which says little about the
-// log's size when entries carry batches of payloads).
+// log's size when entries carry batches of payloads; its threshold is set
+// high, see raftlog.RaftConfig).
 func (n *Node) snapshotLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(time.Second)
@@ -509,7 +514,10 @@ func (n *Node) snapshotLoop() {
 			return
 		case <-tick.C:
 		}
-		if n.fsm.BytesSinceSnapshot() < n.cfg.SnapshotBytes {
+		// A snapshot copies the whole state, so the trigger grows with it:
+		// at most about one state's worth of snapshot writes per half a
+		// state of log, whatever the backlog.
+		if n.fsm.BytesSinceSnapshot() < max(n.cfg.SnapshotBytes, n.db.Size()/2) {
 			continue
 		}
 		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {

@@ -144,7 +144,10 @@ func RaftConfig(id string, t Tuning, logger hclog.Logger) *raft.Config {
 	c.MaxAppendEntries = 512
 	c.BatchApplyCh = true
 	c.NoSnapshotRestoreOnStart = true // the FSM's own file is durable; see fsm/DESIGN.md
-	c.SnapshotThreshold = 16384
+	// Snapshots copy the whole state file, so they are taken by log size
+	// (cluster's snapshotLoop) rather than every few thousand entries; this
+	// entry count is only a backstop for entries that are all tiny.
+	c.SnapshotThreshold = 262144
 	c.SnapshotInterval = 60 * time.Second
 	c.TrailingLogs = 10240
 	set := func(dst *time.Duration, v time.Duration) {

@@ -94,7 +94,7 @@ var flagTable = []flagSpec{
 		c.RetentionInterval = time.Duration(n) * time.Millisecond
 		return nil
 	}},
-	{"snapshot-threshold", "16384", "log entries between snapshots", func(c *config, v string) error {
+	{"snapshot-threshold", "262144", "log entries between snapshots (snapshots are also taken every 256 MiB of log, or half the state's size)", func(c *config, v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n < 1 {
 			return errors.New("must be an integer >= 1")
