@@ -52,6 +52,9 @@ type Config struct {
 	SweepLimit    uint32        // work per sweep entry; default 1000
 	TimerTick     time.Duration // how often the leader looks for due timers; default 50ms
 	NoSync        bool          // skip fsync of the FSM file (throwaway tests only)
+	// BootID overrides the boot id the state file's session records (fault
+	// tests simulate a power loss with it).
+	BootID string
 }
 
 // Node is one queen-node: Raft plus the FSM plus the leader's loops.
@@ -117,7 +120,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: data dir: %w", err)
 	}
 	var err error
-	if n.db, err = openState(filepath.Join(cfg.DataDir, "fsm.db"), cfg.NoSync, n.log); err != nil {
+	if n.db, err = openState(filepath.Join(cfg.DataDir, "fsm.db"), cfg.NoSync, cfg.BootID, n.log); err != nil {
 		return nil, err
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
@@ -175,8 +178,8 @@ func Start(cfg Config) (*Node, error) {
 // is the durable record, the file is synced before every snapshot, and a
 // file a machine crash may have torn is set aside and rebuilt from the
 // newest snapshot plus the log (see store.Trusted and fsm/DESIGN.md).
-func openState(path string, noSync bool, log *slog.Logger) (*store.DB, error) {
-	opts := store.Options{DeferSync: true, NoSync: noSync}
+func openState(path string, noSync bool, bootID string, log *slog.Logger) (*store.DB, error) {
+	opts := store.Options{DeferSync: true, NoSync: noSync, BootID: bootID}
 	db, err := store.Open(path, fsm.Buckets, opts)
 	if err != nil {
 		return nil, err

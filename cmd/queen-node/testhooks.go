@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/queen-node/queen-node/cluster"
@@ -29,4 +30,14 @@ func testHooks(mux *http.ServeMux, node *cluster.Node) {
 		}
 		w.Write([]byte(`{"ok":true}`))
 	})
+}
+
+// testBootID lets a fault test pretend the machine rebooted (a simulated
+// power loss): with --test-hooks, QUEEN_TEST_BOOT_ID replaces the kernel's
+// boot id in the state file's session record.
+func testBootID(cfg *config) string {
+	if !cfg.TestHooks {
+		return ""
+	}
+	return os.Getenv("QUEEN_TEST_BOOT_ID")
 }
