@@ -355,3 +355,11 @@ func TestLiveKVSwitchAndReadRate(t *testing.T) {
 		t.Fatalf("switches: %v", sw)
 	}
 }
+
+func TestLiveWrongMethodIsAJSON404(t *testing.T) {
+	l := startLive(t)
+	code, b := l.do("GET", "/api/v1/push", "")
+	if code != 404 || !bytes.Contains(b, []byte(`"error"`)) {
+		t.Fatalf("GET /api/v1/push: %d %s", code, b)
+	}
+}

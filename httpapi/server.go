@@ -166,6 +166,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	a.m.requests.Inc()
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		// The mux's own 404/405 answers are plain text; ours are JSON.
+		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
+		return
+	}
 	a.mux.ServeHTTP(w, r)
 }
 
