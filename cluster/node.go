@@ -442,9 +442,17 @@ func (n *Node) Ready() bool {
 // still call itself ready.
 const readyLag = 1024
 
-// Drain makes parked long-poll pops answer empty at once, so that an HTTP
-// server shutting down does not wait for them. Writes keep working.
-func (n *Node) Drain() { n.drainOnce.Do(func() { close(n.draining) }) }
+// Drain prepares a shutdown while the servers still run: parked long-poll
+// pops answer empty at once (so an HTTP server shutting down does not wait
+// for them), and a leader hands leadership to another voter, so that
+// requests forwarded here meanwhile get "not the leader" and go to the new
+// leader instead of failing with the stopping servers. Writes keep working.
+func (n *Node) Drain() {
+	n.drainOnce.Do(func() {
+		close(n.draining)
+		n.transferLeadership()
+	})
+}
 
 // Draining is closed once Drain was called: long-lived streams (the gRPC
 // Consume) end on it, so that a graceful server stop does not wait for them.
@@ -455,7 +463,6 @@ func (n *Node) Shutdown() error {
 	var err error
 	n.shutdown.Do(func() {
 		n.Drain()
-		n.transferLeadership()
 		close(n.stop)
 		n.wg.Wait()
 		if n.raft != nil {
@@ -474,7 +481,7 @@ func (n *Node) Shutdown() error {
 // process tests use kill -9.
 func (n *Node) Kill() {
 	n.shutdown.Do(func() {
-		n.Drain()
+		n.drainOnce.Do(func() { close(n.draining) }) // no leadership transfer
 		close(n.stop)
 		n.wg.Wait()
 		n.raft.Shutdown().Error()

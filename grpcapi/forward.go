@@ -96,11 +96,26 @@ func (c *ForwardClient) client(addr string) (internalpb.ForwardClient, *grpc.Cli
 	return internalpb.NewForwardClient(conn), conn, nil
 }
 
-// unreachable reports a connection known to be down: a call on it would
-// fail before sending anything, so a write there is not in doubt.
-func unreachable(conn *grpc.ClientConn) bool {
-	conn.Connect()
-	return conn.GetState() == connectivity.TransientFailure
+// unreachable waits briefly for the connection to the leader to be up and
+// reports whether it is down: a call on a connection that cannot connect
+// would fail before sending anything, so a write there is not in doubt (the
+// caller waits for the next leader instead of answering outcome_unknown).
+func unreachable(ctx context.Context, conn *grpc.ClientConn) bool {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	for {
+		switch s := conn.GetState(); s {
+		case connectivity.Ready:
+			return false
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return true
+		default:
+			conn.Connect()
+			if !conn.WaitForStateChange(ctx, s) {
+				return false // undecided in time: try the call
+			}
+		}
+	}
 }
 
 // Apply forwards a command to the leader at addr.
@@ -109,7 +124,7 @@ func (c *ForwardClient) Apply(ctx context.Context, addr string, cmd *fsmpb.Comma
 	if err != nil {
 		return nil, err
 	}
-	if unreachable(conn) {
+	if unreachable(ctx, conn) {
 		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNoLeader, addr)
 	}
 	resp, err := cl.Apply(ctx, cmd)
@@ -128,7 +143,7 @@ func (c *ForwardClient) Pop(ctx context.Context, addr string, in *fsmpb.Pop, wai
 	if err != nil {
 		return nil, err
 	}
-	if unreachable(conn) {
+	if unreachable(ctx, conn) {
 		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNoLeader, addr)
 	}
 	res, err := cl.Pop(ctx, &internalpb.PopRequest{Pop: in, WaitMs: wait.Milliseconds()})

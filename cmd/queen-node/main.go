@@ -122,7 +122,7 @@ func run(args []string) error {
 	case err := <-serveErr:
 		log.Error("http server stopped", "err", err)
 	}
-	node.Drain() // parked long-polls answer 204 now instead of holding the shutdown
+	node.Drain() // long-polls answer 204 now, and a leader hands leadership over while the servers still run
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
