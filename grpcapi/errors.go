@@ -14,14 +14,40 @@ import (
 
 const errDomain = "queen-node"
 
-// errorCodes pairs each cluster error with its gRPC code and a stable
-// reason string carried in an ErrorInfo detail.
+// Errors of the public API that are not the cluster's.
+var (
+	// errKVDisabled: the operator's kill switch is off (HTTP 503).
+	errKVDisabled = errors.New("grpcapi: kv is disabled by the operator")
+	// errKVRateLimited: KV reads outside transactions passed this node's
+	// rate (HTTP 429).
+	errKVRateLimited = errors.New("grpcapi: kv read rate exceeded on this node")
+)
+
+// invalidError is a request refused before anything was applied: the HTTP
+// API's 4xx, INVALID_ARGUMENT here. reason is the ErrorInfo reason
+// ("bad_request", or a KV reason such as "kv_bad_namespace").
+type invalidError struct {
+	msg    string
+	reason string
+}
+
+func (e *invalidError) Error() string { return e.msg }
+
+func invalid(msg string) error { return &invalidError{msg: msg, reason: "bad_request"} }
+
+// invalidKV is a refused KV op, with the HTTP API's reason string.
+func invalidKV(reason, detail string) error { return &invalidError{msg: detail, reason: reason} }
+
+// errorCodes pairs each error with its gRPC code and a stable reason string
+// carried in an ErrorInfo detail. A failure a client may retry (nothing was
+// applied, or the outcome is unknown and the request carries its own
+// dedup) is UNAVAILABLE, as the HTTP API's 503.
 var errorCodes = []struct {
 	err    error
 	code   codes.Code
 	reason string
 }{
-	{cluster.ErrNotLeader, codes.FailedPrecondition, "not_leader"},
+	{cluster.ErrNotLeader, codes.Unavailable, "not_leader"},
 	{cluster.ErrNoLeader, codes.Unavailable, "no_leader"},
 	{cluster.ErrOutcomeUnknown, codes.Unavailable, "outcome_unknown"},
 	{cluster.ErrTimeout, codes.DeadlineExceeded, "timeout"},
@@ -29,26 +55,43 @@ var errorCodes = []struct {
 	{cluster.ErrInFlight, codes.AlreadyExists, "in_flight"},
 	{cluster.ErrUnknownServer, codes.NotFound, "unknown_server"},
 	{cluster.ErrInternal, codes.Internal, "internal"},
+	{errKVDisabled, codes.Unavailable, "kv_disabled"},
+	{errKVRateLimited, codes.ResourceExhausted, "kv_rate_limited"},
 }
 
-// ToStatus turns a cluster error into a gRPC status error.
+// ToStatus turns an error into a gRPC status error: the one place where
+// both services (forwarding and public) choose codes.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
+	if _, ok := status.FromError(err); ok {
+		return err // already a status
+	}
+	var inv *invalidError
+	if errors.As(err, &inv) {
+		return withInfo(codes.InvalidArgument, inv.msg, inv.reason)
+	}
 	for _, e := range errorCodes {
 		if errors.Is(err, e.err) {
-			st, derr := status.New(e.code, err.Error()).WithDetails(&errdetails.ErrorInfo{Reason: e.reason, Domain: errDomain})
-			if derr != nil {
-				return status.Error(e.code, err.Error())
-			}
-			return st.Err()
+			return withInfo(e.code, err.Error(), e.reason)
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
+}
+
+func withInfo(code codes.Code, msg, reason string) error {
+	st, err := status.New(code, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errDomain})
+	if err != nil {
+		return status.Error(code, msg)
+	}
+	return st.Err()
 }
 
 // FromStatus turns a forwarded call's error back into a cluster error. An

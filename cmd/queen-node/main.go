@@ -85,8 +85,10 @@ func run(args []string) error {
 	defer forward.Close()
 	node.SetForwarder(forward)
 
-	// The gRPC server: the internal forwarding service (and the public API).
-	grpcSrv := grpcapi.NewServer(node)
+	// The gRPC server: the internal forwarding service, the public API
+	// (queen.v1), health and reflection.
+	grpcSrv := grpcapi.NewServer(node, grpcapi.WithDefaultSubscriptionMode(cfg.DefaultSubscriptionMode),
+		grpcapi.WithKVReadRate(cfg.KVReadRate))
 	go grpcSrv.Serve(grpcLn)
 
 	api := httpapi.New(httpapi.Config{

@@ -1,0 +1,149 @@
+package queen
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+)
+
+// The HTTP transport's transaction and KV bodies (spec §4.5, §4.7).
+
+type jsonKVOp struct {
+	Op         string          `json:"op"`
+	NS         string          `json:"ns"`
+	Key        string          `json:"key,omitempty"`
+	Keys       []string        `json:"keys,omitempty"`
+	Value      json.RawMessage `json:"value,omitempty"`
+	TTLSeconds int64           `json:"ttlSeconds,omitempty"`
+	Forever    bool            `json:"forever,omitempty"`
+	Expect     *uint64         `json:"expect,omitempty"`
+	Required   bool            `json:"required,omitempty"`
+}
+
+func toJSONKV(op kvOp) jsonKVOp {
+	j := jsonKVOp{Op: op.Op, NS: op.NS, Key: op.Key, Keys: op.Keys, Value: op.Value, Expect: op.Expect, Required: op.Required}
+	if storesValue(op.Op) {
+		j.TTLSeconds, j.Forever = ttlSeconds(op.TTL)
+	}
+	return j
+}
+
+type jsonKVResult struct {
+	Op, Key, Reason, ExpiresAt string
+	Found, Applied             bool
+	Value                      json.RawMessage
+	Version                    uint64
+	Rows                       []struct {
+		Key       string
+		Value     json.RawMessage
+		Version   uint64
+		ExpiresAt *string
+	}
+	Missing []string
+}
+
+func (r jsonKVResult) neutral() kvResult {
+	out := kvResult{Op: r.Op, Key: r.Key, Reason: r.Reason, Found: r.Found, Applied: r.Applied, Value: r.Value,
+		Version: r.Version, ExpiresAt: parseTime(r.ExpiresAt), Missing: r.Missing}
+	for _, row := range r.Rows {
+		e := KVEntry{Key: row.Key, Found: true, Value: row.Value, Version: row.Version}
+		if row.ExpiresAt != nil {
+			e.ExpiresAt = parseTime(*row.ExpiresAt)
+		}
+		out.Rows = append(out.Rows, e)
+	}
+	return out
+}
+
+// jsonRefusal is the part of a refusal that names the lost gate.
+type jsonRefusal struct {
+	Reason      string
+	FailedIndex int
+	KVReason    string
+	Version     uint64
+	Value       json.RawMessage
+}
+
+func (t *httpTransport) kv(ctx context.Context, ops []kvOp) (*kvResponse, error) {
+	in := make([]jsonKVOp, len(ops))
+	for i, op := range ops {
+		in[i] = toJSONKV(op)
+	}
+	var out struct {
+		OK      bool
+		Results []jsonKVResult
+		jsonRefusal
+	}
+	if _, err := t.call(ctx, http.MethodPost, "/api/v1/kv", map[string]any{"operations": in}, &out); err != nil {
+		return nil, err
+	}
+	res := &kvResponse{OK: out.OK, Reason: out.Reason, FailedIndex: out.FailedIndex}
+	if !out.OK {
+		res.Failed = &kvResult{Reason: out.KVReason, Version: out.Version, Value: out.Value}
+	}
+	for _, r := range out.Results {
+		res.Results = append(res.Results, r.neutral())
+	}
+	return res, nil
+}
+
+func (t *httpTransport) transaction(ctx context.Context, req *txnRequest) (*TxResult, error) {
+	ops := make([]map[string]any, 0, len(req.ops))
+	for _, op := range req.ops {
+		if op.ack != nil {
+			a := toJSONAck(*op.ack, op.ack.Group)
+			m := map[string]any{"type": "ack", "transactionId": a.TransactionID, "partitionId": a.PartitionID, "status": a.Status}
+			if a.ConsumerGroup != "" {
+				m["consumerGroup"] = a.ConsumerGroup
+			}
+			if a.LeaseID != "" {
+				m["leaseId"] = a.LeaseID
+			}
+			if a.Error != nil {
+				m["error"] = *a.Error
+			}
+			ops = append(ops, m)
+			continue
+		}
+		ops = append(ops, map[string]any{"type": "push", "items": []jsonPushItem{toJSONPush(*op.push)}})
+	}
+	body := map[string]any{"operations": ops}
+	if len(req.kv) > 0 {
+		kv := make([]jsonKVOp, len(req.kv))
+		for i, op := range req.kv {
+			kv[i] = toJSONKV(op)
+		}
+		body["kv"] = kv
+	}
+	if len(req.requiredLeases) > 0 {
+		body["requiredLeases"] = req.requiredLeases
+	}
+	var out struct {
+		Success       bool
+		TransactionID string
+		Error         string
+		Results       []struct {
+			jsonKVResult
+			Type, TransactionID, MessageID, PartitionID, QueueName string
+			Success, DLQ, LeaseReleased                            bool
+		}
+		jsonRefusal
+	}
+	if _, err := t.call(ctx, http.MethodPost, "/api/v1/transaction", body, &out); err != nil {
+		return nil, err
+	}
+	res := &TxResult{Committed: out.Success, TransactionID: out.TransactionID}
+	if !out.Success {
+		return res, verdict(res, out.Reason, out.Error, out.FailedIndex, &kvResult{Reason: out.KVReason, Version: out.Version, Value: out.Value})
+	}
+	for _, r := range out.Results {
+		it := TxItem{Type: r.Type, TransactionID: r.TransactionID, MessageID: r.MessageID, PartitionID: r.PartitionID,
+			Queue: r.QueueName, DLQ: r.DLQ, LeaseReleased: r.LeaseReleased}
+		if r.Type == "kv" {
+			kr := r.jsonKVResult.neutral()
+			it.KV = &KVWrite{Key: kr.Key, Applied: kr.Applied, Reason: kr.Reason, Version: kr.Version, Value: kr.Value}
+		}
+		res.Results = append(res.Results, it)
+	}
+	return res, nil
+}
