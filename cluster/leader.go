@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/fsm/fsmpb"
+)
+
+// watchLeadership starts the leader's loops when this node wins an election
+// and stops them when it loses leadership.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	var stopLeader chan struct{}
+	var leaderDone sync.WaitGroup
+	end := func() {
+		if stopLeader != nil {
+			close(stopLeader)
+			leaderDone.Wait()
+			stopLeader = nil
+		}
+		n.ready.Store(false)
+	}
+	defer end()
+	for {
+		select {
+		case isLeader := <-n.raft.LeaderCh():
+			end()
+			// Parked long-polls look again: on a node that lost leadership
+			// they go to the new leader.
+			n.hub.notify(map[string]struct{}{"*": {}})
+			if isLeader {
+				stopLeader = make(chan struct{})
+				leaderDone.Add(1)
+				go func(stop chan struct{}) {
+					defer leaderDone.Done()
+					n.leaderLoop(stop)
+				}(stopLeader)
+			}
+		case <-n.stop:
+			return
+		}
+	}
+}
+
+// leaderLoop is everything a leader does on its own: confirm that entries
+// of earlier terms are applied (until then linearizable reads wait), then
+// propose sweeps. It retries forever and ends only when leadership does
+// (DESIGN.md, traps: a refused write must not stop the loop).
+func (n *Node) leaderLoop(stop chan struct{}) {
+	n.clock.anchor(n.fsm.LastNow(), n.sinceLastApply())
+	for {
+		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err == nil {
+			break
+		} else {
+			n.log.Warn("leader barrier failed; retrying", "err", err)
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	n.ready.Store(true)
+	n.log.Info("leading", "term", n.raft.CurrentTerm(), "applied", n.fsm.AppliedIndex())
+	n.reconcile()
+	tick := time.NewTicker(n.cfg.SweepInterval)
+	defer tick.Stop()
+	membership := time.NewTicker(time.Second)
+	defer membership.Stop()
+	timers := time.NewTicker(n.cfg.TimerTick)
+	defer timers.Stop()
+	var changed <-chan struct{}
+	if n.members != nil {
+		changed = n.members.changed
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			n.sweep(stop)
+		case <-membership.C:
+			n.reconcile()
+		case <-timers.C:
+			n.fireTimers(stop)
+		case <-changed:
+			n.reconcile()
+		}
+	}
+}
+
+// fireTimers proposes fire steps while timers are due (addendum §1.4).
+// Apply decides which timers fire, by the fire entry's own time.
+func (n *Node) fireTimers(stop chan struct{}) {
+	for i := 0; i < 64; i++ {
+		var due bool
+		_ = n.fsm.Read(func(r *fsm.Reader) error {
+			next := r.NextTimerDue()
+			due = next != 0 && next <= n.clock.read() && r.Switches().TimersFireEnabled
+			return nil
+		})
+		if !due {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		res, err := n.applyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_FireTimers{FireTimers: &fsmpb.FireTimers{}}})
+		cancel()
+		if err != nil {
+			n.log.Warn("timer fire step failed; will retry", "err", err)
+			return
+		}
+		f, ok := res.(*fsmpb.FireResult)
+		if !ok {
+			return
+		}
+		n.m.timersFired.WithLabelValues("fired").Add(float64(f.Fired))
+		n.m.timersFired.WithLabelValues("deferred").Add(float64(f.Deferred))
+		n.m.timersFired.WithLabelValues("dead_letter").Add(float64(f.Dead))
+		for _, l := range f.LatenessUs {
+			n.m.timerLateness.Observe(float64(l) / 1e6)
+		}
+		if !f.More {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+// sweep proposes sweep entries while the state has something expired.
+func (n *Node) sweep(stop chan struct{}) {
+	for i := 0; i < 100; i++ {
+		due := false
+		_ = n.fsm.Read(func(r *fsm.Reader) error { due = r.SweepDue(n.clock.read()); return nil })
+		if !due {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		res, err := n.applyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{Limit: n.cfg.SweepLimit}}})
+		cancel()
+		if err != nil {
+			n.log.Warn("sweep failed; will retry", "err", err)
+			return
+		}
+		if r, ok := res.(*fsmpb.SweepResult); !ok || !r.More {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+// snapshotLoop takes a snapshot when enough bytes were applied since the
+// last one (Raft's own trigger counts entries, which says little about the
+// log's size when entries carry batches of payloads; its threshold is set
+// high, see raftlog.RaftConfig).
+func (n *Node) snapshotLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		// A snapshot copies the whole state, so the trigger grows with it:
+		// at most about one state's worth of snapshot writes per half a
+		// state of log, whatever the backlog.
+		if n.fsm.BytesSinceSnapshot() < max(n.cfg.SnapshotBytes, n.db.Size()/2) {
+			continue
+		}
+		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			n.log.Warn("size-triggered snapshot failed", "err", err)
+		}
+	}
+}
