@@ -171,7 +171,6 @@ func (l *ledgerWL) Finish(ctx context.Context, env *Env) error {
 func (l *ledgerWL) Check(env *Env) Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var res Result
 	c := env.Client()
 	charges := map[string][]string{}
 	group := fmt.Sprintf("audit-%d", time.Now().UnixNano())
@@ -200,10 +199,28 @@ func (l *ledgerWL) Check(env *Env) Result {
 		}
 		c.Do(ctx, "POST", "/api/v1/ack/batch", map[string]any{"consumerGroup": group, "acknowledgments": acks}, nil)
 	}
+	// An order push whose outcome stayed unknown (the run ended while the
+	// producer was still retrying it) may have stored the order.
+	maybe := map[string]bool{}
+	for _, op := range env.Rec.Ops() {
+		var id string
+		if op.Kind == "ledger-order" && op.Status == history.Unknown && json.Unmarshal(op.Input, &id) == nil {
+			maybe[id] = true
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	res.Ops = env.Rec.Len()
-	for order := range l.pushed {
+	return checkLedger(l.pushed, maybe, charges, env.Rec.Len())
+}
+
+// checkLedger compares the orders pushed (with a 201) against the charges
+// found in the ledger queue (order → its charges). maybe holds the orders
+// whose push had an unknown outcome and never got a 201: they may be
+// charged (once) or not. ops is the op count to report.
+func checkLedger(pushed, maybe map[string]bool, charges map[string][]string, ops int) Result {
+	var res Result
+	res.Ops = ops
+	for order := range pushed {
 		switch n := len(charges[order]); {
 		case n == 0:
 			res.Lost++
@@ -213,9 +230,14 @@ func (l *ledgerWL) Check(env *Env) Result {
 			res.violate("order %s was charged %d times: %v", order, n, charges[order])
 		}
 	}
-	for order := range charges {
-		if !l.pushed[order] {
+	for order, cs := range charges {
+		switch {
+		case pushed[order]:
+		case !maybe[order]:
 			res.violate("a charge for %s, which was never pushed", order)
+		case len(cs) > 1:
+			res.Duplicated++
+			res.violate("order %s (its push had an unknown outcome) was charged %d times: %v", order, len(cs), cs)
 		}
 	}
 	return res

@@ -302,12 +302,22 @@ type delivery struct {
 	op     history.Op
 	msg    qMsg
 	offset uint64
+	known  bool // offset is known (the push was acknowledged)
 }
 
 func (q *queueWL) Check(env *Env) Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ops := env.Rec.Ops()
+	dead := map[string]map[string]bool{}
+	for _, g := range q.groups {
+		dead[g] = q.dlq(ctx, env, g)
+	}
+	return q.check(env.Rec.Ops(), dead)
+}
+
+// check is the queue checker over a history and each group's DLQ (group →
+// ids dead-lettered in it).
+func (q *queueWL) check(ops []history.Op, dlq map[string]map[string]bool) Result {
 	var res Result
 	acked := map[string]qPushItem{} // id → its stored message
 	msgIDs := map[string]map[string]bool{}
@@ -330,7 +340,7 @@ func (q *queueWL) Check(env *Env) Result {
 		}
 	}
 	for _, g := range q.groups {
-		dead := q.dlq(ctx, env, g)
+		dead := dlq[g]
 		seen := map[string][]delivery{}
 		consumedAt := map[string]int64{} // id → return time of the first successful completed ack
 		failures := map[string]int{}
@@ -346,7 +356,8 @@ func (q *queueWL) Check(env *Env) Result {
 				var out qPopOut
 				json.Unmarshal(op.Output, &out)
 				for _, m := range out.Messages {
-					seen[m.TransactionID] = append(seen[m.TransactionID], delivery{op: op, msg: m, offset: acked[m.TransactionID].Offset})
+					it, known := acked[m.TransactionID]
+					seen[m.TransactionID] = append(seen[m.TransactionID], delivery{op: op, msg: m, offset: it.Offset, known: known})
 					if set := msgIDs[m.TransactionID]; set == nil {
 						msgIDs[m.TransactionID] = map[string]bool{m.ID: true}
 					} else {
@@ -416,6 +427,9 @@ func (q *queueWL) checkOrder(g string, seen map[string][]delivery, res *Result) 
 			if d.op.Call < first.op.Call {
 				first = d
 			}
+		}
+		if !first.known {
+			continue // a push whose answer was lost: its offset is unknown
 		}
 		byPart[first.msg.PartitionID] = append(byPart[first.msg.PartitionID], first)
 	}
