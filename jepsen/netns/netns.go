@@ -54,10 +54,14 @@ func run(args ...string) error {
 	return nil
 }
 
-// New creates the bridge and n namespaces with addresses subnet.1..n.
+// New creates the bridge and n namespaces with addresses subnet.1..n. The
+// subnet and the names are picked so as not to collide with another run's
+// on the same machine (they would route each other's traffic astray).
 func New(n int) (*Net, error) {
-	id := fmt.Sprintf("%04x", rand.Intn(0xffff))
-	third := 100 + rand.Intn(150)
+	id, third, err := pickFree()
+	if err != nil {
+		return nil, err
+	}
 	nt := &Net{id: id, subnet: fmt.Sprintf("10.199.%d", third), bridge: "qjb" + id, nodes: n, cut: map[[2]int]bool{}}
 	steps := [][]string{
 		{"ip", "link", "add", nt.bridge, "type", "bridge"},
@@ -77,6 +81,26 @@ func New(n int) (*Net, error) {
 		}
 	}
 	return nt, nil
+}
+
+// pickFree chooses an id and a 10.199.x.0/24 subnet that no interface and
+// no namespace of this machine uses yet.
+func pickFree() (string, int, error) {
+	addrs, err := exec.Command("ip", "-o", "addr", "show").Output()
+	if err != nil {
+		return "", 0, fmt.Errorf("ip addr show: %w", err)
+	}
+	names, _ := exec.Command("ip", "netns", "list").Output()
+	for try := 0; try < 100; try++ {
+		id := fmt.Sprintf("%04x", rand.Intn(0xffff))
+		third := 100 + rand.Intn(150)
+		if strings.Contains(string(addrs), fmt.Sprintf(" 10.199.%d.", third)) ||
+			strings.Contains(string(addrs), "qjb"+id) || strings.Contains(string(names), "qj"+id+"-") {
+			continue
+		}
+		return id, third, nil
+	}
+	return "", 0, fmt.Errorf("no free subnet for the test network")
 }
 
 // NS is node i's namespace name (1-based).
