@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,7 +203,11 @@ func (l *ledgerWL) Check(env *Env) Result {
 	// An order push whose outcome stayed unknown (the run ended while the
 	// producer was still retrying it) may have stored the order.
 	maybe := map[string]bool{}
+	ops := 0
 	for _, op := range env.Rec.Ops() {
+		if strings.HasPrefix(op.Kind, "ledger-") {
+			ops++
+		}
 		var id string
 		if op.Kind == "ledger-order" && op.Status == history.Unknown && json.Unmarshal(op.Input, &id) == nil {
 			maybe[id] = true
@@ -210,7 +215,7 @@ func (l *ledgerWL) Check(env *Env) Result {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return checkLedger(l.pushed, maybe, charges, env.Rec.Len())
+	return checkLedger(l.pushed, maybe, charges, ops)
 }
 
 // checkLedger compares the orders pushed (with a 201) against the charges
