@@ -175,21 +175,14 @@ func Start(cfg Config) (*Node, error) {
 // file a machine crash may have torn is set aside and rebuilt from the
 // newest snapshot plus the log (see store.Trusted and fsm/DESIGN.md).
 func openState(path string, noSync bool, bootID string, log *slog.Logger) (*store.DB, error) {
-	opts := store.Options{DeferSync: true, NoSync: noSync, BootID: bootID}
-	db, err := store.Open(path, fsm.Buckets, opts)
+	db, err := store.Open(path, fsm.Buckets, store.Options{DeferSync: true, NoSync: noSync, BootID: bootID})
 	if err != nil {
 		return nil, err
 	}
-	if db.Trusted() {
-		return db, nil
+	if aside := db.SetAside(); aside != "" {
+		log.Warn("state file may be torn by a machine crash; rebuilding it from the snapshot and the log", "kept", aside)
 	}
-	db.Close()
-	aside, err := store.Discard(path)
-	if err != nil {
-		return nil, err
-	}
-	log.Warn("state file may be torn by a machine crash; rebuilding it from the snapshot and the log", "kept", aside)
-	return store.Open(path, fsm.Buckets, opts)
+	return db, nil
 }
 
 // catchUpFromSnapshot restores the newest snapshot when the FSM file is

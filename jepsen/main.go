@@ -4,6 +4,10 @@
 //
 //	go run ./jepsen -nodes 3 -time 60s -faults kill,pause,partition -workload all
 //
+// -faults powerloss puts each node's data dir on a lossyfs FUSE mount
+// (jepsen/lossyfs; needs root and /dev/fuse) and cuts nodes' power: what
+// they did not fsync is lost, and they boot again with a new boot id.
+//
 // It ends with one line
 //
 //	jepsen: ok|FAIL ops=N faults=N lost=N duplicated=N linearizable=true|false
@@ -20,22 +24,26 @@ import (
 	"log"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/queen-node/queen-node/jepsen/lossyfs"
 	"github.com/queen-node/queen-node/jepsen/run"
 )
 
 func main() {
 	nodes := flag.Int("nodes", 3, "cluster size")
 	dur := flag.Duration("time", 60*time.Second, "how long clients work while faults happen")
-	faults := flag.String("faults", "kill,pause,partition", "comma list: kill, pause, partition, clock, membership")
+	faults := flag.String("faults", "kill,pause,partition", "comma list: kill, pause, partition, clock, membership, powerloss, powerloss-torn")
 	workloads := flag.String("workload", "all", "comma list: queue, kv, timers, ledger, all")
 	bin := flag.String("bin", "", "queen-node binary (default: build ./cmd/queen-node)")
 	out := flag.String("out", "", "work directory (default: a new temp dir, removed when the run passes)")
 	seed := flag.Int64("seed", 0, "random seed (default: from the clock)")
 	netns := flag.String("netns", "auto", "network namespaces for real partitions: auto | on | off")
+	lossy := flag.String("lossyfs", "auto", "data dirs on lossyfs FUSE mounts that drop unsynced writes on a power loss: auto (on with a powerloss fault) | on | off")
 	verbose := flag.Bool("v", false, "log faults and node events")
 	flag.Parse()
 
@@ -64,10 +72,21 @@ func main() {
 	if *verbose {
 		logf = func(f string, a ...any) { log.Printf(f, a...) }
 	}
+	if *lossy == "on" || (*lossy == "auto" && strings.Contains(*faults, "powerloss")) {
+		// The lossyfs mounts are served by this process: on a signal,
+		// detach them rather than leave dead mounts in the work dir.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			s := <-sigs
+			lossyfs.DetachAll()
+			log.Fatalf("jepsen: %v: lossyfs mounts detached (work dir %s)", s, dir)
+		}()
+	}
 	ctx := context.Background()
 	sum, err := run.Run(ctx, run.Options{
 		Nodes: *nodes, Duration: *dur, Faults: split(*faults), Workloads: split(*workloads),
-		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, Logf: logf,
+		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, LossyFS: *lossy, Logf: logf,
 	})
 	if err != nil {
 		fmt.Println("jepsen: FAIL ops=0 faults=0 lost=0 duplicated=0 linearizable=false")

@@ -33,25 +33,25 @@ func (db *DB) bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// beginSession decides whether the existing file is trusted and records
-// the new session as not yet clean.
-func (db *DB) beginSession() (bool, error) {
-	trusted := true
-	if _, err := os.Stat(db.path); err == nil {
-		var prev session
-		b, err := os.ReadFile(db.sessionPath())
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			trusted = false // a file no session vouches for
-		case err != nil:
-			return false, fmt.Errorf("store: read session: %w", err)
-		case json.Unmarshal(b, &prev) != nil:
-			trusted = false
-		default:
-			trusted = prev.Clean || prev.BootID == db.bootID()
-		}
+// previousSessionTrusted decides, from the session record alone, whether
+// the existing file (if any) holds every commit of its last session: it
+// closed cleanly, or it was last written during this boot of the machine
+// (a process crash loses nothing the page cache holds).
+func (db *DB) previousSessionTrusted() (bool, error) {
+	if _, err := os.Stat(db.path); errors.Is(err, fs.ErrNotExist) {
+		return true, nil
 	}
-	return trusted, db.writeSession(session{BootID: db.bootID(), Clean: false})
+	var prev session
+	b, err := os.ReadFile(db.sessionPath())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil // a file no session vouches for
+	case err != nil:
+		return false, fmt.Errorf("store: read session: %w", err)
+	case json.Unmarshal(b, &prev) != nil:
+		return false, nil
+	}
+	return prev.Clean || prev.BootID == db.bootID(), nil
 }
 
 func (db *DB) endSession() error {

@@ -46,7 +46,7 @@ type DB struct {
 	path    string
 	opts    Options
 	buckets []Bucket
-	trusted bool
+	setAside string // where an untrusted file was moved at Open ("" = none)
 }
 
 // Open opens (creating if needed) the state file at path and makes sure every
@@ -55,13 +55,25 @@ func Open(path string, buckets []Bucket, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db := &DB{path: path, opts: opts, buckets: buckets, trusted: true}
+	db := &DB{path: path, opts: opts, buckets: buckets}
 	if opts.DeferSync {
-		t, err := db.beginSession()
+		// Decide trust from the session record alone, and move an untrusted
+		// file aside before anything opens it: bbolt may panic on a torn
+		// page (even in its own goroutines), and a file that crashes every
+		// start is worse than one rebuilt from the log.
+		trusted, err := db.previousSessionTrusted()
 		if err != nil {
 			return nil, err
 		}
-		db.trusted = t
+		if !trusted {
+			if db.setAside, err = Discard(path); err != nil {
+				return nil, err
+			}
+		}
+		// Only now does this session begin (recorded as not yet clean).
+		if err := db.writeSession(session{BootID: db.bootID(), Clean: false}); err != nil {
+			return nil, err
+		}
 	}
 	if err := db.open(); err != nil {
 		return nil, err
@@ -131,12 +143,12 @@ func (db *DB) Sync() error {
 	return db.bolt.Sync()
 }
 
-// Trusted reports whether the file can be trusted to hold every commit up
-// to its recorded state. Only a DeferSync store can be untrusted: when the
-// previous session did not close cleanly and the machine has rebooted since
-// (a power loss may have dropped or torn unsynced pages). The caller then
-// rebuilds the state from its own durable source.
-func (db *DB) Trusted() bool { return db.trusted }
+// SetAside names where Open moved a file it could not trust, or "". Only a
+// DeferSync store does that: when the previous session did not close cleanly
+// and the machine has rebooted since (a power loss may have dropped or torn
+// unsynced pages). The store then starts empty, and the caller rebuilds the
+// state from its own durable source.
+func (db *DB) SetAside() string { return db.setAside }
 
 // View runs fn in a read-only transaction: a consistent view as of the last
 // committed batch.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -186,4 +187,52 @@ func TestRestoreSwapsWholeState(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTornFileAfterAMachineCrashIsSetAsideUnopened: a file whose last
+// session did not close cleanly, written in another boot of the machine,
+// may be torn by a power loss. Open must move it aside without opening it
+// (bbolt can panic on a torn page), start empty, and keep doing so across
+// restarts in the same boot only until a session of its own begins.
+func TestTornFileAfterAMachineCrashIsSetAsideUnopened(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.db")
+	db, err := Open(path, []Bucket{testBucket}, Options{DeferSync: true, BootID: "boot-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(b *Batch) error {
+		tx := b.Begin()
+		tx.Put(testBucket, []byte("k"), []byte("v"))
+		return tx.Commit()
+	})
+	// A process crash (no Close) in boot 1: same boot, trusted, kept.
+	db.bolt.Close()
+	db2, err := Open(path, []Bucket{testBucket}, Options{DeferSync: true, BootID: "boot-1"})
+	if err != nil || db2.SetAside() != "" {
+		t.Fatalf("same boot: set aside %q, %v", db2.SetAside(), err)
+	}
+	db2.bolt.Close() // crash again
+	// The machine crashes and the file is torn beyond repair.
+	garbage := bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 4096)
+	if err := os.WriteFile(path, garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db3, err := Open(path, []Bucket{testBucket}, Options{DeferSync: true, BootID: "boot-2"})
+	if err != nil {
+		t.Fatalf("a torn file must not stop Open: %v", err)
+	}
+	defer db3.Close()
+	if db3.SetAside() == "" {
+		t.Fatal("a file from an unclean session of another boot was trusted")
+	}
+	db3.View(func(r Reader) error {
+		if k, _ := r.Cursor(testBucket).First(); k != nil {
+			t.Fatal("the rebuilt store is not empty")
+		}
+		return nil
+	})
+	if b, _ := os.ReadFile(db3.SetAside()); !bytes.Equal(b, garbage) {
+		t.Fatal("the set-aside file was not kept as it was")
+	}
 }

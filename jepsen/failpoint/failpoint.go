@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/queen-node/queen-node/jepsen/harness"
@@ -23,7 +25,7 @@ type Fault interface {
 }
 
 // ByName returns the faults named in a comma list: kill, pause, partition,
-// clock, membership.
+// clock, membership, powerloss, powerloss-torn.
 func ByName(names []string) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
@@ -38,8 +40,12 @@ func ByName(names []string) ([]Fault, error) {
 			out = append(out, clock{})
 		case "membership":
 			out = append(out, membership{})
+		case "powerloss":
+			out = append(out, powerloss{})
+		case "powerloss-torn":
+			out = append(out, powerloss{torn: true})
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership)", n)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn)", n)
 		}
 	}
 	return out, nil
@@ -219,4 +225,66 @@ func (membership) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand
 		}
 		return func(context.Context) error { return nil }, "replace " + victim.ID + " with " + n.ID, nil
 	}
+}
+
+// powerloss cuts the power of one node (the leader half the time) or, one
+// time in four, of every node at once: SIGKILL, and every write the node
+// did not fsync is gone (the data dirs are on lossyfs). After a whole-cluster
+// power loss only what each node fsynced survives anywhere: the Raft logs,
+// the snapshots, and the state files as of their last snapshot. The heal
+// boots the nodes again with a new boot id, so each knows its machine went
+// down. The torn variant lets a random half of the unsynced pages reach the
+// disk first, in no order, as a disk that was part-way through writing back
+// its page cache would.
+type powerloss struct{ torn bool }
+
+func (p powerloss) Name() string {
+	if p.torn {
+		return "powerloss-torn"
+	}
+	return "powerloss"
+}
+
+func (powerloss) Available(c *harness.Cluster) bool { return c.LossyFS() }
+
+func (p powerloss) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
+	var victims []*harness.Node
+	var who string
+	if rng.Intn(4) == 0 {
+		victims, who = c.Nodes(), "every node"
+	} else {
+		n, w := target(ctx, c, rng)
+		if n == nil {
+			return nil, "", fmt.Errorf("no node to power off")
+		}
+		victims, who = []*harness.Node{n}, w
+	}
+	mode := harness.PowerLossMode{}
+	if p.torn {
+		mode = harness.PowerLossMode{Torn: true, Keep: 0.5, Rng: rand.New(rand.NewSource(rng.Int63()))}
+	}
+	losses, err := c.PowerOff(victims, mode)
+	heal := func(context.Context) error {
+		var first error
+		for _, n := range victims {
+			if err := c.Restart(n); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	if err != nil {
+		heal(ctx)
+		return nil, "", err
+	}
+	var ids []string
+	for id := range losses {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var parts []string
+	for _, id := range ids {
+		parts = append(parts, id+": "+losses[id].String())
+	}
+	return heal, fmt.Sprintf("power loss of %s (%s) [%s]", who, mode, strings.Join(parts, "; ")), nil
 }

@@ -3,6 +3,12 @@
 // are real), or on loopback addresses otherwise. It kills (SIGKILL),
 // pauses (SIGSTOP/SIGCONT), restarts and reconfigures them, and checks the
 // cluster's health.
+//
+// With Options.LossyFS each node's data dir is a lossyfs mount of its own
+// (jepsen/lossyfs): writes a node did not fsync live in the harness's
+// memory, and PowerLoss/PowerOff throw them away as a power cut would,
+// then restart the node with a new QUEEN_TEST_BOOT_ID so that it knows the
+// machine went down (see store/session.go).
 package harness
 
 import (
@@ -10,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/queen-node/queen-node/jepsen/lossyfs"
 	"github.com/queen-node/queen-node/jepsen/netns"
 )
 
@@ -31,6 +39,10 @@ type Options struct {
 	Extra  []string
 	Logf   func(format string, args ...any)
 	Expect int // --bootstrap-expect; 0 = Nodes
+	// LossyFS puts each node's data dir on its own lossyfs mount (the
+	// backing "disk" is Dir/nX.disk), which makes PowerOff/PowerLoss
+	// possible. It needs root and FUSE (lossyfs.Available).
+	LossyFS bool
 }
 
 // Node is one process.
@@ -41,6 +53,12 @@ type Node struct {
 	ports   [4]int // http, grpc, raft, gossip
 	Dir     string
 	LogPath string
+	// Backing is the lossyfs disk behind Dir ("" without LossyFS).
+	Backing string
+
+	disk   *lossyfs.FS
+	bootID string // QUEEN_TEST_BOOT_ID the node starts with ("" = none)
+	boots  int
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -77,6 +95,7 @@ func (n *Node) Paused() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.paused
 // Cluster is the running processes.
 type Cluster struct {
 	opts  Options
+	run   string // a token naming this cluster's simulated boots
 	net   *netns.Net
 	mu    sync.Mutex
 	nodes []*Node
@@ -91,7 +110,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Expect == 0 {
 		opts.Expect = opts.Nodes
 	}
-	c := &Cluster{opts: opts, http: &http.Client{Timeout: 3 * time.Second}}
+	c := &Cluster{opts: opts, http: &http.Client{Timeout: 3 * time.Second}, run: fmt.Sprintf("%06x", rand.Intn(1<<24))}
+	if opts.LossyFS {
+		if ok, why := lossyfs.Available(); !ok {
+			return nil, fmt.Errorf("harness: lossyfs: %s", why)
+		}
+	}
 	if opts.NetNS {
 		nt, err := netns.New(opts.Nodes)
 		if err != nil {
@@ -106,6 +130,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.nodes = append(c.nodes, n)
+		if err := c.mountDisk(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	for _, n := range c.nodes {
 		if err := c.launch(n); err != nil {
@@ -119,6 +147,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// LossyFS reports whether the data dirs are on lossyfs (power loss possible).
+func (c *Cluster) LossyFS() bool { return c.opts.LossyFS }
 
 // NetNS reports whether the nodes run in namespaces (partitions possible).
 func (c *Cluster) NetNS() bool { return c.net != nil }
@@ -178,6 +209,13 @@ func (c *Cluster) joinList() string {
 
 // launch starts (or restarts) n's process on its data dir.
 func (c *Cluster) launch(n *Node) error {
+	if c.opts.LossyFS && n.disk == nil {
+		// Never start a node on the bare mountpoint: its data is on the
+		// lossyfs disk.
+		if err := c.mountDisk(n); err != nil {
+			return err
+		}
+	}
 	args := []string{"--node-id", n.ID, "--data-dir", n.Dir,
 		"--http-addr", n.addr(0), "--grpc-addr", n.addr(1), "--raft-addr", n.addr(2), "--gossip-addr", n.addr(3),
 		"--join", c.joinList(), "--bootstrap-expect", fmt.Sprint(c.opts.Expect), "--test-hooks=true",
@@ -194,6 +232,11 @@ func (c *Cluster) launch(n *Node) error {
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if n.bootID != "" {
+		// With --test-hooks this replaces the kernel's boot id: a new value
+		// tells the node that the machine rebooted (a power loss).
+		cmd.Env = append(os.Environ(), "QUEEN_TEST_BOOT_ID="+n.bootID)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("harness: start %s: %w", n.ID, err)
@@ -301,10 +344,20 @@ func (c *Cluster) Restart(n *Node) error {
 	return c.launch(n)
 }
 
-// Stop kills every process and tears the network down.
+// Stop kills every process, unmounts the lossyfs disks (a clean shutdown:
+// what the nodes left unsynced is written back, as the page cache would
+// be) and tears the network down.
 func (c *Cluster) Stop() {
 	for _, n := range c.nodes {
 		c.Kill(n)
+	}
+	for _, n := range c.nodes {
+		if n.disk != nil {
+			if err := n.disk.Unmount(); err != nil {
+				c.opts.Logf("%s: %v", n.ID, err)
+			}
+			n.disk = nil
+		}
 	}
 	if c.net != nil {
 		c.net.Close()

@@ -24,6 +24,9 @@ func (c *Cluster) AddNode(ctx context.Context) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.mountDisk(n); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	c.nodes = append(c.nodes, n)
 	c.mu.Unlock()

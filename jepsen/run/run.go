@@ -16,6 +16,7 @@ import (
 	"github.com/queen-node/queen-node/jepsen/failpoint"
 	"github.com/queen-node/queen-node/jepsen/harness"
 	"github.com/queen-node/queen-node/jepsen/history"
+	"github.com/queen-node/queen-node/jepsen/lossyfs"
 	"github.com/queen-node/queen-node/jepsen/netns"
 	"github.com/queen-node/queen-node/jepsen/workload"
 )
@@ -30,7 +31,11 @@ type Options struct {
 	Dir       string // work dir (data, logs); the report goes to Dir/report on failure
 	Seed      int64
 	NetNS     string // auto | on | off
-	Logf      func(format string, args ...any)
+	// LossyFS puts the data dirs on lossyfs mounts, so that the power-loss
+	// faults can drop unsynced writes: auto (on when a powerloss fault is
+	// asked for and FUSE works here) | on | off.
+	LossyFS string
+	Logf    func(format string, args ...any)
 }
 
 // Summary is the run's outcome.
@@ -84,7 +89,28 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	case "auto", "":
 		useNS, _ = netns.Available()
 	}
-	c, err := harness.Start(ctx, harness.Options{Nodes: o.Nodes, Bin: o.Bin, Dir: o.Dir, NetNS: useNS, Logf: o.Logf})
+	useLossy := false
+	switch o.LossyFS {
+	case "on":
+		if ok, why := lossyfs.Available(); !ok {
+			return sum, fmt.Errorf("lossyfs unavailable: %s", why)
+		}
+		useLossy = true
+	case "auto", "":
+		if wantsPowerLoss(o.Faults) {
+			var why string
+			if useLossy, why = lossyfs.Available(); !useLossy {
+				o.Logf("lossyfs is not available here (%s): no power-loss faults", why)
+			}
+		}
+	case "off":
+	default:
+		return sum, fmt.Errorf("lossyfs: %q is not auto, on or off", o.LossyFS)
+	}
+	if useLossy {
+		o.Logf("data dirs on lossyfs: unsynced writes are lost on a power loss")
+	}
+	c, err := harness.Start(ctx, harness.Options{Nodes: o.Nodes, Bin: o.Bin, Dir: o.Dir, NetNS: useNS, LossyFS: useLossy, Logf: o.Logf})
 	if err != nil {
 		return sum, err
 	}
@@ -95,7 +121,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			usable = append(usable, f)
 		} else {
 			sum.Skipped = append(sum.Skipped, f.Name())
-			o.Logf("fault %s is not available here (no network namespaces)", f.Name())
+			why := "no network namespaces"
+			if strings.HasPrefix(f.Name(), "powerloss") {
+				why = "the data dirs are not on lossyfs"
+			}
+			o.Logf("fault %s is not available here (%s)", f.Name(), why)
 		}
 	}
 	env := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed, Logf: o.Logf}
@@ -168,6 +198,15 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	return sum, nil
 }
 
+func wantsPowerLoss(faults []string) bool {
+	for _, f := range faults {
+		if strings.HasPrefix(f, "powerloss") {
+			return true
+		}
+	}
+	return false
+}
+
 // nemesis injects faults until ctx ends: a health check, a fault held for a
 // while, its heal, another health check.
 func nemesis(ctx context.Context, c *harness.Cluster, faults []failpoint.Fault, rng *rand.Rand, logf func(string, ...any)) (int, []string, error) {
@@ -226,7 +265,11 @@ func writeReport(sum Summary, rec *history.Recorder, c *harness.Cluster, faults 
 	// the report names them.
 	var nodes []string
 	for _, n := range c.Nodes() {
-		nodes = append(nodes, fmt.Sprintf("%s: data %s, log %s", n.ID, n.Dir, n.LogPath))
+		line := fmt.Sprintf("%s: data %s, log %s", n.ID, n.Dir, n.LogPath)
+		if n.Backing != "" {
+			line += fmt.Sprintf(" (data on lossyfs: after the run it is in %s; last boot id %s)", n.Backing, n.BootID())
+		}
+		nodes = append(nodes, line)
 	}
 	os.WriteFile(filepath.Join(dir, "nodes.txt"), []byte(strings.Join(nodes, "\n")+"\n"), 0o644)
 }

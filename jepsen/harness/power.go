@@ -1,0 +1,151 @@
+package harness
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/queen-node/queen-node/jepsen/lossyfs"
+)
+
+// mountDisk puts n's data dir on a lossyfs mount of its own (with
+// LossyFS), and checks that the node will see it: a node in a network
+// namespace runs under `ip netns exec`, which gives it a copy of the mount
+// table, and a node writing to the bare mountpoint instead would make every
+// power loss a no-op.
+func (c *Cluster) mountDisk(n *Node) error {
+	if !c.opts.LossyFS {
+		return nil
+	}
+	n.Backing = n.Dir + ".disk"
+	for _, d := range []string{n.Backing, n.Dir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("harness: %w", err)
+		}
+	}
+	disk, err := lossyfs.Mount(n.Backing, n.Dir, nil)
+	if err != nil {
+		return fmt.Errorf("harness: %s: %w", n.ID, err)
+	}
+	n.disk = disk
+	if n.bootID == "" {
+		n.bootID = fmt.Sprintf("jepsen-%s-%s-boot%d", c.run, n.ID, n.boots)
+	}
+	if err := c.checkDisk(n); err != nil {
+		n.disk = nil
+		disk.Unmount()
+		return err
+	}
+	return nil
+}
+
+// checkDisk writes a token through n's mount and reads it back the way the
+// node's process will see the file system (inside its namespace).
+func (c *Cluster) checkDisk(n *Node) error {
+	token := []byte(fmt.Sprintf("lossyfs %s %d\n", n.ID, rand.Int63()))
+	probe := filepath.Join(n.Dir, ".lossyfs-probe")
+	if err := os.WriteFile(probe, token, 0o644); err != nil {
+		return fmt.Errorf("harness: %s: write through lossyfs: %w", n.ID, err)
+	}
+	defer os.Remove(probe)
+	if b, err := os.ReadFile(filepath.Join(n.Backing, ".lossyfs-probe")); err != nil || len(b) != 0 {
+		return fmt.Errorf("harness: %s: an unsynced write reached the backing disk (%q, %v): lossyfs is not in the way", n.ID, b, err)
+	}
+	if c.net == nil {
+		return nil
+	}
+	out, err := c.net.Command(n.Index, "cat", probe).Output()
+	if err != nil || !bytes.Equal(out, token) {
+		return fmt.Errorf("harness: %s: the lossyfs mount is not visible inside the node's network namespace (read %q, %v)", n.ID, out, err)
+	}
+	return nil
+}
+
+// PowerLossMode says what reaches the disk when the power goes.
+type PowerLossMode struct {
+	// Torn keeps each unsynced page with probability Keep (drawn from
+	// Rng): a disk that wrote back part of the page cache, in no order.
+	// Otherwise every unsynced write is lost.
+	Torn bool
+	Keep float64
+	Rng  *rand.Rand
+}
+
+func (m PowerLossMode) String() string {
+	if m.Torn {
+		return fmt.Sprintf("torn: %.0f%% of unsynced pages reach the disk", m.Keep*100)
+	}
+	return "every unsynced write lost"
+}
+
+// PowerOff cuts the power of the given nodes at once: SIGKILL to every
+// one, then each machine's unsynced writes are thrown away (lossyfs) and
+// its disk is mounted afresh. The nodes stay down; the next Restart boots
+// them with a new QUEEN_TEST_BOOT_ID. It returns what each node lost.
+func (c *Cluster) PowerOff(nodes []*Node, mode PowerLossMode) (map[string]lossyfs.Loss, error) {
+	if !c.opts.LossyFS {
+		return nil, errors.New("harness: power loss needs the data dirs on lossyfs")
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func(n *Node) { defer wg.Done(); c.Kill(n) }(n)
+	}
+	wg.Wait()
+	losses := map[string]lossyfs.Loss{}
+	var errs []error
+	for _, n := range nodes {
+		loss, err := c.dropDisk(n, mode)
+		losses[n.ID] = loss
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.opts.Logf("power loss of %s: %v", n.ID, loss)
+	}
+	return losses, errors.Join(errs...)
+}
+
+// dropDisk throws n's unsynced writes away, mounts its disk again, and
+// gives it a new boot.
+func (c *Cluster) dropDisk(n *Node, mode PowerLossMode) (lossyfs.Loss, error) {
+	var loss lossyfs.Loss
+	var err error
+	if n.disk != nil {
+		if mode.Torn {
+			loss, err = n.disk.PowerLossTorn(mode.Rng, mode.Keep)
+		} else {
+			loss, err = n.disk.PowerLoss()
+		}
+		n.disk = nil
+		if err != nil {
+			// The unsynced data is gone all the same (the filesystem died
+			// before it unmounted); a new mount goes on top regardless.
+			c.opts.Logf("%s: power loss: %v", n.ID, err)
+		}
+	}
+	n.boots++
+	n.bootID = fmt.Sprintf("jepsen-%s-%s-boot%d", c.run, n.ID, n.boots)
+	if err := c.mountDisk(n); err != nil {
+		return loss, err
+	}
+	return loss, nil
+}
+
+// PowerLoss is a power cut of one node followed by its restart: SIGKILL,
+// unsynced writes dropped, disk remounted, node booted with a new
+// QUEEN_TEST_BOOT_ID.
+func (c *Cluster) PowerLoss(n *Node, mode PowerLossMode) (lossyfs.Loss, error) {
+	losses, err := c.PowerOff([]*Node{n}, mode)
+	if err != nil {
+		return losses[n.ID], err
+	}
+	return losses[n.ID], c.Restart(n)
+}
+
+// BootID is the QUEEN_TEST_BOOT_ID n starts with ("" without LossyFS).
+func (n *Node) BootID() string { return n.bootID }
