@@ -41,11 +41,11 @@ type Options struct {
 // DB is the state file. Reads run concurrently with one writer; Restore swaps
 // the file under an exclusive lock.
 type DB struct {
-	mu      sync.RWMutex // shared by View/Update, exclusive for Restore and Close
-	bolt    *bolt.DB
-	path    string
-	opts    Options
-	buckets []Bucket
+	mu       sync.RWMutex // shared by View/Update, exclusive for Restore and Close
+	bolt     *bolt.DB
+	path     string
+	opts     Options
+	buckets  []Bucket
 	setAside string // where an untrusted file was moved at Open ("" = none)
 }
 
