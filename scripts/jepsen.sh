@@ -21,6 +21,7 @@ campaign=(
   "3 partition,clock all"
   "5 kill,pause,partition,clock all"
   "3 membership,kill queue,kv"
+  "3 powerloss,powerloss-torn,kill queue,ledger,timers"
 )
 fail=0
 for r in $(seq 1 "$RUNS"); do
