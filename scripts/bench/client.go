@@ -32,6 +32,38 @@ func newClient(base string, conns int, timeout time.Duration) *client {
 
 func (c *client) close() { c.tr.CloseIdleConnections() }
 
+// clients is one keep-alive client per node URL (-urls); worker w talks to
+// clients[w % len(clients)], so a scenario's connections spread evenly over
+// the nodes. With one URL it is a single client.
+type clients []*client
+
+func newClients(urls []string, conns int, timeout time.Duration) clients {
+	per := (conns + len(urls) - 1) / len(urls)
+	cs := make(clients, len(urls))
+	for i, u := range urls {
+		cs[i] = newClient(u, max(per, 1), timeout)
+	}
+	return cs
+}
+
+// pick is worker w's client.
+func (cs clients) pick(w int) *client { return cs[w%len(cs)] }
+
+// used is the URLs that n workers talk to.
+func (cs clients) used(n int) []string {
+	out := make([]string, 0, min(n, len(cs)))
+	for i := 0; i < n && i < len(cs); i++ {
+		out = append(out, cs[i].base)
+	}
+	return out
+}
+
+func (cs clients) close() {
+	for _, c := range cs {
+		c.close()
+	}
+}
+
 // do sends one request and reads the whole response into buf, so the
 // connection returns to the pool. The latency runs from sending the request
 // to reading the last byte of the response.

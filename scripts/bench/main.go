@@ -1,5 +1,6 @@
 // Command bench is a load generator for queen-node's Queen MQ HTTP API
-// (spec §4.2 push, §4.3 pop, §4.4 ack). It drives one running node over
+// (spec §4.2 push, §4.3 pop, §4.4 ack, §4.5 transaction, §4.7 KV; addendum
+// §2 timers). It drives one running node, or a cluster through -urls, over
 // keep-alive HTTP connections, checks every response, counts failures apart
 // from throughput, and prints a compact table (and, with -json, one JSON
 // object per scenario).
@@ -16,6 +17,24 @@
 //	             and what does each of pop and ack cost?
 //	latency      What latency does a lone producer see for one push at a
 //	             time, i.e. the commit floor of an idle node (p50..max)?
+//	exactly-once How many orders/s can 32 charge-once consumers settle, each
+//	             order being pop(batch=1) -> KV get of the order's marker ->
+//	             one transaction [ack under the lease + required putIfAbsent
+//	             of the marker], and what does an order and each step cost?
+//	             The marker get is a KV read outside a transaction: start
+//	             the node with --kv-read-rate 0 (bench.sh does).
+//	timers       How many timers/s can producers schedule through POST
+//	             /api/v1/timers (-timer-batch ops a call, delayMs spread
+//	             0..-timer-max-delay) at -timer-rate, how many fire per
+//	             second, and how late does a fired message come (its
+//	             createdAt minus the deliverAt its schedule returned)? The
+//	             node's queen_timers_lateness_seconds is printed alongside.
+//	failover     Cluster only (-node-pids, -restart-cmd): with single pushes
+//	             at a steady rate through a follower, how long after a
+//	             kill -9 of the leader does the first push succeed again, and
+//	             when does a new leader show in /api/v1/system/cluster?
+//	             -failover-rounds times, restarting the killed node between.
+//	             Off in "all" unless -node-pids is given.
 //	rss          How much memory (VmRSS, RssAnon, RssFile) and disk does the
 //	             node hold for N pending, never-consumed messages?
 //	             Off in "all" unless -rss-messages is given.
@@ -23,12 +42,15 @@
 // Usage:
 //
 //	go run ./scripts/bench -url http://127.0.0.1:6632 [-scenario all|name,...]
-//	    [-duration 10s] [-conns 20] [-payload 256] [-json]
+//	    [-urls URL,URL,...] [-duration 10s] [-conns 20] [-payload 256] [-json]
+//	    [-orders N] [-timer-rate R -timer-batch B -timer-max-delay D]
+//	    [-node-pids ID=PID,... -restart-cmd CMD -failover-rounds N]
 //	    [-rss-messages N -pid PID -data-dir DIR]
 //
-// scripts/bench.sh builds the broker, starts a throwaway node and runs this
-// program against it. The exit status is 1 when a scenario failed or any
-// request or item failed.
+// With -urls, worker w of every scenario talks to URL w mod len(urls).
+// scripts/bench.sh builds the broker, starts a throwaway node (or, with
+// -cluster, three) and runs this program against it. The exit status is 1
+// when a scenario failed or any request or item failed.
 package main
 
 import (
@@ -40,6 +62,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,7 +70,8 @@ import (
 
 // options are the command-line settings shared by all scenarios.
 type options struct {
-	url            string
+	url            string   // the first of urls
+	urls           []string // every node the workers talk to
 	duration       time.Duration
 	conns          int
 	payload        int
@@ -60,6 +84,18 @@ type options struct {
 	rssTimeout     time.Duration
 	pid            int
 	dataDir        string
+
+	orders int // exactly-once prefill
+
+	timerRate     float64
+	timerBatch    int
+	timerMaxDelay time.Duration
+
+	nodePIDs        map[string]int // node id -> PID, for failover
+	restartCmd      string
+	failoverRounds  int
+	failoverRate    float64
+	failoverTimeout time.Duration
 }
 
 // scenario is one named benchmark.
@@ -73,7 +109,10 @@ var scenarios = []scenario{
 	{"push-single", runPushSingle},
 	{"pop-ack", runPopAck},
 	{"latency", runLatency},
+	{"exactly-once", runExactlyOnce},
+	{"timers", runTimers},
 	{"rss", runRSS},
+	{"failover", runFailover}, // last: it kills nodes
 }
 
 func main() {
@@ -91,9 +130,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := waitHealthy(ctx, o.url, 15*time.Second); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 1
+	for _, u := range o.urls {
+		if err := waitHealthy(ctx, u, 15*time.Second); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
 	}
 	table := stdout
 	if o.jsonOut {
@@ -138,7 +179,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.SetOutput(stderr)
 	o := &options{}
 	fs.StringVar(&o.url, "url", "http://127.0.0.1:6632", "base URL of the node")
-	sc := fs.String("scenario", "all", "all, or a comma-separated list of: push-batch, push-single, pop-ack, latency, rss")
+	urls := fs.String("urls", "", "comma-separated base URLs of a cluster's nodes (overrides -url); worker w uses URL w mod n")
+	sc := fs.String("scenario", "all", "all, or a comma-separated list of: "+scenarioNames())
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")
@@ -151,17 +193,43 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.DurationVar(&o.rssTimeout, "rss-timeout", 10*time.Minute, "cap on the rss push time")
 	fs.IntVar(&o.pid, "pid", 0, "PID of the node, for rss to read /proc/PID/status")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of the node, for rss to measure")
+	fs.IntVar(&o.orders, "orders", 40000, "orders prefilled for exactly-once (the run stops early when all are settled)")
+	fs.Float64Var(&o.timerRate, "timer-rate", 2000, "timers scheduled per second in timers (0 = as fast as the node answers)")
+	fs.IntVar(&o.timerBatch, "timer-batch", 50, "timer ops per POST /api/v1/timers (at most 256)")
+	fs.DurationVar(&o.timerMaxDelay, "timer-max-delay", 2*time.Second, "timers get a delayMs spread uniformly over 0..this")
+	pids := fs.String("node-pids", "", "ID=PID,... of the cluster's nodes (node ids as /health reports them); enables failover")
+	fs.StringVar(&o.restartCmd, "restart-cmd", "", "failover runs \"CMD ID\" to restart a killed node; it must start the node in the background and print its PID")
+	fs.IntVar(&o.failoverRounds, "failover-rounds", 3, "leader kills in failover")
+	fs.Float64Var(&o.failoverRate, "failover-rate", 50, "single pushes per second through a follower in failover")
+	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 30*time.Second, "cap on each failover round's wait for a new leader and a successful push")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.conns < 1 || o.batch < 1 || o.payload < 9 || o.duration <= 0 || o.prefill < 1 {
-		return nil, nil, errors.New("-conns, -batch, -prefill must be >= 1, -payload >= 9, -duration > 0")
+	if o.conns < 1 || o.batch < 1 || o.payload < 9 || o.duration <= 0 || o.prefill < 1 || o.orders < 1 {
+		return nil, nil, errors.New("-conns, -batch, -prefill, -orders must be >= 1, -payload >= 9, -duration > 0")
 	}
-	o.url = strings.TrimRight(o.url, "/")
-	names, err := selectScenarios(*sc, o.rssMessages > 0)
+	if o.timerBatch < 1 || o.timerBatch > 256 || o.timerRate < 0 || o.timerMaxDelay < 0 {
+		return nil, nil, errors.New("-timer-batch must be 1..256, -timer-rate and -timer-max-delay >= 0")
+	}
+	if o.failoverRounds < 1 || o.failoverRate <= 0 || o.failoverTimeout <= 0 {
+		return nil, nil, errors.New("-failover-rounds must be >= 1, -failover-rate and -failover-timeout > 0")
+	}
+	o.urls = splitList(*urls)
+	if len(o.urls) == 0 {
+		o.urls = []string{o.url}
+	}
+	for i, u := range o.urls {
+		o.urls[i] = strings.TrimRight(u, "/")
+	}
+	o.url = o.urls[0]
+	var err error
+	if o.nodePIDs, err = parsePIDs(*pids); err != nil {
+		return nil, nil, err
+	}
+	names, err := selectScenarios(*sc, o.rssMessages > 0, len(o.nodePIDs) > 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,15 +239,56 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	return o, names, nil
 }
 
+func scenarioNames() string {
+	ns := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		ns[i] = s.name
+	}
+	return strings.Join(ns, ", ")
+}
+
+// splitList is the non-empty trimmed elements of a comma list.
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// parsePIDs reads -node-pids: "ID=PID,ID=PID,...".
+func parsePIDs(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, e := range splitList(s) {
+		id, p, ok := strings.Cut(e, "=")
+		pid, err := strconv.Atoi(p)
+		if !ok || id == "" || err != nil || pid <= 1 {
+			return nil, fmt.Errorf("-node-pids: %q is not ID=PID", e)
+		}
+		out[id] = pid
+	}
+	return out, nil
+}
+
 // selectScenarios turns -scenario into a set; "all" leaves rss out unless
-// withRSS.
-func selectScenarios(spec string, withRSS bool) (map[string]bool, error) {
+// withRSS, and failover out unless withFailover (a cluster whose PIDs we
+// know).
+func selectScenarios(spec string, withRSS, withFailover bool) (map[string]bool, error) {
 	names := map[string]bool{}
 	for _, n := range strings.Split(spec, ",") {
 		n = strings.TrimSpace(n)
 		if n == "all" {
 			for _, s := range scenarios {
-				names[s.name] = s.name != "rss" || withRSS
+				on := true
+				switch s.name {
+				case "rss":
+					on = withRSS
+				case "failover":
+					on = withFailover
+				}
+				names[s.name] = names[s.name] || on
 			}
 			continue
 		}

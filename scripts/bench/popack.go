@@ -59,8 +59,8 @@ func runPopAck(ctx context.Context, o *options) (*result, error) {
 	if fr.queued == 0 {
 		return newResult("pop-ack", o, o.conns, 0, 0, 0, errs), errors.New("prefill queued nothing: " + fr.String())
 	}
-	c := newClient(o.url, o.conns, o.timeout)
-	defer c.close()
+	cl := newClients(o.urls, o.conns, o.timeout)
+	defer cl.close()
 	path := "/api/v1/pop/queue/" + url.PathEscape(queue) +
 		fmt.Sprintf("?batch=%d&consumerGroup=%s&subscriptionMode=all", popBatch, benchGroup)
 	var acked atomic.Int64
@@ -69,7 +69,7 @@ func runPopAck(ctx context.Context, o *options) (*result, error) {
 		if acked.Load() >= fr.queued {
 			return false // drained
 		}
-		return cs[w].cycle(ctx, c, path, errs, &acked)
+		return cs[w].cycle(ctx, cl.pick(w), path, errs, &acked)
 	})
 	var pops, empty, acks, total int64
 	popRecs, ackRecs := make([]*recorder, len(cs)), make([]*recorder, len(cs))
@@ -85,6 +85,7 @@ func runPopAck(ctx context.Context, o *options) (*result, error) {
 		"queue": queue, "partitions": popAckPartitions, "batch": popBatch,
 		"prefilled": fr.queued, "prefill_seconds": round(fr.elapsed.Seconds(), 3),
 		"pops": pops, "empty_pops": empty, "acks": acks, "remaining": remaining,
+		"urls": cl.used(o.conns),
 	}
 	r.notes = append(r.notes, "prefill "+fr.String(),
 		fmt.Sprintf("%d pops (%d empty), %d ack requests, %d of %d acked, %d remaining", pops, empty, acks, total, fr.queued, remaining))

@@ -30,15 +30,15 @@ type pushCounts struct {
 // runPush has conns producers push perReq items per request to a fresh
 // queue of 16 partitions for o.duration.
 func runPush(ctx context.Context, o *options, name string, conns, perReq int) (*result, error) {
-	c := newClient(o.url, conns, o.timeout)
-	defer c.close()
+	cs := newClients(o.urls, conns, o.timeout)
+	defer cs.close()
 	queue := queueName(name)
 	pool := newPayloadPool(o.payload)
 	errs := newTally()
 	ps := make([]*pusher, conns)
 	counts := make([]pushCounts, conns)
 	for w := range ps {
-		ps[w] = newPusher(c, queue, pushPartitions, pool, w)
+		ps[w] = newPusher(cs.pick(w), queue, pushPartitions, pool, w)
 		ps[w].next = w % pushPartitions
 	}
 	elapsed := runFor(ctx, conns, o.duration, func(w int) bool {
@@ -67,6 +67,7 @@ func runPush(ctx context.Context, o *options, name string, conns, perReq int) (*
 	r.Extra["items_per_request"] = perReq
 	r.Extra["partitions"] = pushPartitions
 	r.Extra["queue"] = queue
+	r.Extra["urls"] = cs.used(conns)
 	return r, nil
 }
 
@@ -82,15 +83,15 @@ type fillResult struct {
 // per request, with o.conns producers, giving up after limit. Only items
 // the node answered "queued" count.
 func fill(ctx context.Context, o *options, queue string, parts, total, batch int, limit time.Duration) fillResult {
-	c := newClient(o.url, o.conns, o.timeout)
-	defer c.close()
+	cs := newClients(o.urls, o.conns, o.timeout)
+	defer cs.close()
 	pool := newPayloadPool(o.payload)
 	var claimed, queued, reqs atomic.Int64
 	fr := fillResult{errs: newTally()}
 	ps := make([]*pusher, o.conns)
 	recs := make([]*recorder, o.conns)
 	for w := range ps {
-		ps[w] = newPusher(c, queue, parts, pool, w)
+		ps[w] = newPusher(cs.pick(w), queue, parts, pool, w)
 		ps[w].next = w % parts
 		recs[w] = &recorder{}
 	}

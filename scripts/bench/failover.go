@@ -1,0 +1,508 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// failover (cluster only): single pushes go at a steady rate through a
+// follower while the leader is killed with SIGKILL. A round measures, from
+// the kill, the first push sent after it that the node answers 201, and the
+// first /api/v1/system/cluster on a surviving node that names a new leader.
+// The killed node is then restarted (-restart-cmd) and the cluster must be
+// whole again before the next round.
+const (
+	failoverSenders = 1024            // pushes in flight at most (50/s for the 30 s -timeout would be 1500); a tick with none free is counted as skipped
+	failoverWarmup  = 2 * time.Second // steady pushing before the kill
+	failoverAfter   = time.Second     // and after recovery
+	clusterReady    = 60 * time.Second
+)
+
+// pushRec is one push of the steady pusher.
+type pushRec struct {
+	sent, done time.Time
+	v          verdict
+}
+
+// steadyPusher sends one single-item push per tick to one node.
+type steadyPusher struct {
+	c       *client
+	queue   string
+	payload string
+	prefix  string
+	seq     atomic.Int64
+	skipped atomic.Int64
+	flying  atomic.Int64 // pushes in flight
+	peak    atomic.Int64 // most pushes in flight at once
+
+	mu   sync.Mutex
+	recs []pushRec
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startSteadyPusher(ctx context.Context, c *client, queue, prefix, payload string, rate float64) *steadyPusher {
+	p := &steadyPusher{c: c, queue: queue, prefix: prefix, payload: payload, stop: make(chan struct{})}
+	sem := make(chan struct{}, failoverSenders)
+	p.wg.Go(func() {
+		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.stop:
+				return
+			case <-t.C:
+			}
+			select {
+			case sem <- struct{}{}:
+			default:
+				p.skipped.Add(1)
+				continue
+			}
+			n := p.flying.Add(1)
+			for {
+				old := p.peak.Load()
+				if n <= old || p.peak.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			p.wg.Go(func() {
+				defer func() { <-sem; p.flying.Add(-1) }()
+				p.one(ctx)
+			})
+		}
+	})
+	return p
+}
+
+func (p *steadyPusher) one(ctx context.Context) {
+	n := p.seq.Add(1)
+	b := []byte(`{"items":[{"queue":`)
+	b = strconv.AppendQuote(b, p.queue)
+	b = append(b, `,"partition":"p0","transactionId":"`...)
+	b = append(b, p.prefix...)
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, `","payload":{"d":"`...)
+	b = append(b, p.payload...)
+	b = append(b, `"}}]}`...)
+	var buf bytes.Buffer
+	sent := time.Now()
+	status, _, err := p.c.do(ctx, http.MethodPost, "/api/v1/push", b, &buf)
+	done := time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	v := failed("push transport", "")
+	if err == nil {
+		v = checkPush(status, buf.Bytes(), 1)
+	} else {
+		v.detail = err.Error()
+	}
+	p.mu.Lock()
+	p.recs = append(p.recs, pushRec{sent, done, v})
+	p.mu.Unlock()
+}
+
+// firstOKSince is when the first push sent at or after t was answered 201.
+func (p *steadyPusher) firstOKSince(t time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first time.Time
+	for _, r := range p.recs {
+		if r.v.good == 1 && !r.sent.Before(t) && (first.IsZero() || r.done.Before(first)) {
+			first = r.done
+		}
+	}
+	return first
+}
+
+// halt stops the ticks and waits for the pushes in flight.
+func (p *steadyPusher) halt() []pushRec {
+	close(p.stop)
+	p.wg.Wait()
+	return p.recs
+}
+
+// clusterView is the part of GET /api/v1/system/cluster bench reads.
+type clusterView struct {
+	Leader struct {
+		ID string `json:"id"`
+	} `json:"leader"`
+	Nodes []struct {
+		ID    string `json:"id"`
+		Voter bool   `json:"voter"`
+		Alive bool   `json:"alive"`
+	} `json:"nodes"`
+}
+
+func getJSON(ctx context.Context, c *client, path string, v any) (int, error) {
+	var buf bytes.Buffer
+	status, _, err := c.do(ctx, http.MethodGet, path, nil, &buf)
+	if err != nil {
+		return status, err
+	}
+	if status == http.StatusOK {
+		if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+			return status, fmt.Errorf("%s: %v: %s", path, err, snippet(buf.Bytes()))
+		}
+	}
+	return status, nil
+}
+
+// nodeIDs maps each URL's node id (from /health) to the URL.
+func nodeIDs(ctx context.Context, urls []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, u := range urls {
+		c := newClient(u, 1, 2*time.Second)
+		var h struct {
+			NodeID string `json:"nodeId"`
+		}
+		status, err := getJSON(ctx, c, "/health", &h)
+		c.close()
+		if err != nil || status != http.StatusOK || h.NodeID == "" {
+			return nil, fmt.Errorf("%s/health: HTTP %d %v, nodeId %q", u, status, err, h.NodeID)
+		}
+		out[h.NodeID] = u
+	}
+	return out, nil
+}
+
+// waitCluster waits until every node answers /health 200 and every node's
+// cluster view names the same leader, whose view has all len(urls) voters
+// alive. It returns the leader's id.
+func waitCluster(ctx context.Context, urls []string, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	cs := newClients(urls, len(urls), 2*time.Second)
+	defer cs.close()
+	last := "no answer yet"
+	for {
+		leader, why := clusterState(ctx, cs, len(urls))
+		if why == "" {
+			return leader, nil
+		}
+		last = why
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("cluster not ready after %v: %s", limit, last)
+		}
+		if !pause(ctx, 100*time.Millisecond) {
+			return "", ctx.Err()
+		}
+	}
+}
+
+// clusterState is the agreed leader, or why there is none yet.
+func clusterState(ctx context.Context, cs clients, voters int) (string, string) {
+	leader := ""
+	for _, c := range cs {
+		var h map[string]any
+		if status, err := getJSON(ctx, c, "/health", &h); err != nil || status != http.StatusOK {
+			return "", fmt.Sprintf("%s/health: HTTP %d %v", c.base, status, err)
+		}
+		var v clusterView
+		if status, err := getJSON(ctx, c, "/api/v1/system/cluster", &v); err != nil || status != http.StatusOK {
+			return "", fmt.Sprintf("%s/api/v1/system/cluster: HTTP %d %v", c.base, status, err)
+		}
+		switch {
+		case v.Leader.ID == "":
+			return "", c.base + " knows no leader"
+		case leader != "" && v.Leader.ID != leader:
+			return "", fmt.Sprintf("nodes disagree on the leader (%s, %s)", leader, v.Leader.ID)
+		}
+		leader = v.Leader.ID
+		alive := 0
+		for _, n := range v.Nodes {
+			if n.Voter && n.Alive {
+				alive++
+			}
+		}
+		if alive < voters {
+			return "", fmt.Sprintf("%s sees %d of %d voters alive", c.base, alive, voters)
+		}
+	}
+	return leader, ""
+}
+
+// checkNodePID makes sure pid is the queen-node process of node id before
+// anything signals it.
+func checkNodePID(pid int, id string) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return fmt.Errorf("pid %d of node %s: %v", pid, id, err)
+	}
+	cmd := string(b)
+	if !strings.Contains(cmd, "queen-node") ||
+		!(strings.Contains(cmd, "--node-id\x00"+id+"\x00") || strings.Contains(cmd, "--node-id="+id+"\x00")) {
+		return fmt.Errorf("pid %d is not queen-node --node-id %s: %q", pid, id, strings.ReplaceAll(cmd, "\x00", " "))
+	}
+	return nil
+}
+
+// restartNode runs "-restart-cmd ID" and reads the new PID from the last
+// line of its output.
+func restartNode(ctx context.Context, cmdline, id string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cmdline, id).Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %v", cmdline, id, err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		return 0, fmt.Errorf("%s %s printed no PID", cmdline, id)
+	}
+	pid, err := strconv.Atoi(lines[len(lines)-1])
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: last output %q is not a PID", cmdline, id, lines[len(lines)-1])
+	}
+	// The command may print the PID of a shell that is about to exec the
+	// node: give the exec a moment before judging the process.
+	for i := 0; ; i++ {
+		err = checkNodePID(pid, id)
+		if err == nil || i == 50 || !pause(ctx, 100*time.Millisecond) {
+			return pid, err
+		}
+	}
+}
+
+// watchLeader polls the cluster view of the surviving nodes until one
+// names a leader other than killed, and returns when it was seen and who.
+func watchLeader(ctx context.Context, urls []string, killed string, until time.Time) (time.Time, string) {
+	ctx, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	type seen struct {
+		at time.Time
+		id string
+	}
+	found := make(chan seen, len(urls))
+	var wg sync.WaitGroup
+	for _, u := range urls {
+		c := newClient(u, 1, 500*time.Millisecond)
+		wg.Go(func() {
+			defer c.close()
+			for ctx.Err() == nil {
+				var v clusterView
+				if status, err := getJSON(ctx, c, "/api/v1/system/cluster", &v); err == nil && status == http.StatusOK &&
+					v.Leader.ID != "" && v.Leader.ID != killed {
+					found <- seen{time.Now(), v.Leader.ID}
+					cancel()
+					return
+				}
+				pause(ctx, 10*time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	close(found)
+	var first seen
+	for s := range found {
+		if first.at.IsZero() || s.at.Before(first.at) {
+			first = s
+		}
+	}
+	return first.at, first.id
+}
+
+func runFailover(ctx context.Context, o *options) (*result, error) {
+	if len(o.urls) < 3 || len(o.nodePIDs) == 0 || o.restartCmd == "" {
+		return nil, errors.New("failover needs a cluster: -urls of 3 or more nodes, -node-pids and -restart-cmd (scripts/bench.sh -cluster)")
+	}
+	byID, err := nodeIDs(ctx, o.urls)
+	if err != nil {
+		return nil, err
+	}
+	for id := range byID {
+		if _, ok := o.nodePIDs[id]; !ok {
+			return nil, fmt.Errorf("-node-pids has no PID for node %s", id)
+		}
+	}
+	queue := queueName("failover")
+	pool := newPayloadPool(o.payload)
+	errs := newTally()
+	var pushLat, toOK, toLeader, toReady recorder
+	var pushes, ok, windowFails, skipped, peak int64
+	window := newTally()
+	var rounds []map[string]any
+	var notes []string
+	start := time.Now()
+	var runErr error
+	for round := 1; round <= o.failoverRounds && ctx.Err() == nil; round++ {
+		leader, err := waitCluster(ctx, o.urls, clusterReady)
+		if err != nil {
+			runErr = fmt.Errorf("round %d: %v", round, err)
+			break
+		}
+		pid := o.nodePIDs[leader]
+		if err := checkNodePID(pid, leader); err != nil {
+			runErr = fmt.Errorf("round %d: %v", round, err)
+			break
+		}
+		var target string
+		var survivors []string
+		for _, id := range slices.Sorted(maps.Keys(byID)) {
+			if id != leader {
+				survivors = append(survivors, byID[id])
+				if target == "" {
+					target = id
+				}
+			}
+		}
+		c := newClient(byID[target], failoverSenders, o.timeout)
+		p := startSteadyPusher(ctx, c, queue, fmt.Sprintf("r%d-", round), pool[0], o.failoverRate)
+		pause(ctx, failoverWarmup)
+
+		kill := time.Now()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			p.halt()
+			c.close()
+			runErr = fmt.Errorf("round %d: kill -9 %d (leader %s): %v", round, pid, leader, err)
+			break
+		}
+		until := kill.Add(o.failoverTimeout)
+		var leaderAt, okAt time.Time
+		var newLeader string
+		leaderDone := make(chan struct{})
+		go func() {
+			leaderAt, newLeader = watchLeader(ctx, survivors, leader, until)
+			close(leaderDone)
+		}()
+		for ctx.Err() == nil && time.Now().Before(until) {
+			if okAt = p.firstOKSince(kill); !okAt.IsZero() {
+				break
+			}
+			pause(ctx, 5*time.Millisecond)
+		}
+		<-leaderDone
+		pause(ctx, failoverAfter)
+		recs := p.halt()
+		c.close()
+		skipped += p.skipped.Load()
+		peak = max(peak, p.peak.Load())
+
+		// A failure is the failover's when the push was in flight at the
+		// kill or sent before the first success after it; any other is an
+		// error of the run.
+		var wf int64
+		wk := newTally()
+		for _, r := range recs {
+			pushes++
+			if r.v.good == 1 {
+				ok++
+				pushLat.add(r.done.Sub(r.sent))
+				continue
+			}
+			if r.done.After(kill) && (okAt.IsZero() || r.sent.Before(okAt)) {
+				wf++
+				wk.add(r.v)
+				continue
+			}
+			errs.add(r.v)
+		}
+		windowFails += wf
+		window.merge(wk)
+		info := map[string]any{"round": round, "killed": leader, "killed_pid": pid, "pushed_via": target,
+			"window_failures": wf, "pushes": len(recs)}
+		line := fmt.Sprintf("round %d: kill -9 leader %s (pid %d), pushing via %s at %.0f/s: ", round, leader, pid, target, o.failoverRate)
+		if leaderAt.IsZero() {
+			errs.add(failed("no new leader within -failover-timeout", fmt.Sprintf("round %d", round)))
+			line += "no new leader seen"
+		} else {
+			d := leaderAt.Sub(kill)
+			toLeader.add(d)
+			info["new_leader"], info["kill_to_leader_ms"] = newLeader, ms(d)
+			line += fmt.Sprintf("new leader %s after %.0f ms", newLeader, ms(d))
+		}
+		if okAt.IsZero() {
+			errs.add(failed("no successful push within -failover-timeout", fmt.Sprintf("round %d", round)))
+			line += ", no 201"
+		} else {
+			d := okAt.Sub(kill)
+			toOK.add(d)
+			info["kill_to_201_ms"] = ms(d)
+			line += fmt.Sprintf(", first 201 after %.0f ms", ms(d))
+		}
+		line += fmt.Sprintf("; %d pushes failed in the window", wf)
+		if wf > 0 {
+			line += " (" + strings.Join(kindCounts(wk), ", ") + ")"
+		}
+
+		restarted := time.Now()
+		newPID, err := restartNode(ctx, o.restartCmd, leader)
+		if err != nil {
+			rounds = append(rounds, info)
+			notes = append(notes, line)
+			runErr = fmt.Errorf("round %d: restart of %s: %v", round, leader, err)
+			break
+		}
+		o.nodePIDs[leader] = newPID
+		if _, err := waitCluster(ctx, o.urls, clusterReady); err != nil {
+			rounds = append(rounds, info)
+			notes = append(notes, line)
+			runErr = fmt.Errorf("round %d: after restarting %s: %v", round, leader, err)
+			break
+		}
+		d := time.Since(restarted)
+		toReady.add(d)
+		info["restarted_pid"], info["restart_to_whole_ms"] = newPID, ms(d)
+		line += fmt.Sprintf("; restarted %s (pid %d), cluster whole after %.0f ms", leader, newPID, ms(d))
+		rounds = append(rounds, info)
+		notes = append(notes, line)
+	}
+	r := newResult("failover", o, int(peak), time.Since(start), ok, pushes, errs) // conns: most pushes in flight at once
+	r.addLatency("push", summarize([]*recorder{&pushLat}))
+	r.addLatency("kill_to_201", summarize([]*recorder{&toOK}))
+	r.addLatency("kill_to_leader", summarize([]*recorder{&toLeader}))
+	r.addLatency("restart_to_whole", summarize([]*recorder{&toReady}))
+	r.Extra = map[string]any{"queue": queue, "rate": o.failoverRate, "rounds": rounds,
+		"window_failures": windowFails, "skipped_ticks": skipped, "peak_in_flight": peak}
+	if windowFails > 0 {
+		r.Extra["window_failure_kinds"] = window.kinds
+	}
+	r.notes = append(r.notes, "kill_to_201: kill to the answer of the first push sent after the kill that got 201; kill_to_leader: kill to the first cluster view of a survivor naming another leader; restart_to_whole: restart to all nodes healthy with one leader")
+	r.notes = append(r.notes, notes...)
+	r.notes = append(r.notes, fmt.Sprintf("%d pushes, %d 201; %d failed inside failover windows (not counted as errors); %d ticks skipped for want of a free sender (of %d)",
+		pushes, ok, windowFails, skipped, failoverSenders))
+	if len(window.order) > 0 {
+		for _, s := range window.samples() {
+			r.notes = append(r.notes, "window failure sample: "+s)
+		}
+	}
+	return r, runErr
+}
+
+// kindCounts is "kind: n" for each failure kind, most frequent first.
+func kindCounts(t *tally) []string {
+	type kc struct {
+		k string
+		n int64
+	}
+	var ks []kc
+	for k, n := range t.kinds {
+		ks = append(ks, kc{k, n})
+	}
+	slices.SortFunc(ks, func(a, b kc) int {
+		return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.k, b.k))
+	})
+	out := make([]string, len(ks))
+	for i, e := range ks {
+		out[i] = fmt.Sprintf("%s: %d", e.k, e.n)
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+const promText = `# HELP queen_timers_fired_total Timers handled.
+# TYPE queen_timers_fired_total counter
+queen_timers_fired_total{result="dead_letter"} 0
+queen_timers_fired_total{result="fired"} 6000
+go_memstats_heap_alloc_bytes 1.5e+06
+queen_timers_lateness_seconds_bucket{le="0.001"} 0
+queen_timers_lateness_seconds_bucket{le="0.002"} 10
+queen_timers_lateness_seconds_bucket{le="0.004"} 50
+queen_timers_lateness_seconds_bucket{le="0.008"} 90
+queen_timers_lateness_seconds_bucket{le="+Inf"} 100
+queen_timers_lateness_seconds_sum 0.4
+queen_timers_lateness_seconds_count 100
+odd_metric{path="/a b"} 7 1700000000
+`
+
+func TestParseProm(t *testing.T) {
+	p, err := parseProm(strings.NewReader(promText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{
+		`queen_timers_fired_total{result="fired"}`: 6000,
+		"go_memstats_heap_alloc_bytes":             1.5e6,
+		`odd_metric{path="/a b"}`:                  7,
+		"queen_timers_lateness_seconds_count":      100,
+	} {
+		if got, ok := p[k]; !ok || got != want {
+			t.Errorf("%s = %v (%v), want %v", k, got, ok, want)
+		}
+	}
+	if got := p.sumPrefix("queen_timers_fired_total"); got != 6000 {
+		t.Errorf("sumPrefix = %v", got)
+	}
+	h := p.histogram("queen_timers_lateness_seconds")
+	if len(h) != 5 || h[0].le != 0.001 || !math.IsInf(h[4].le, 1) || h[4].count != 100 {
+		t.Fatalf("histogram = %+v", h)
+	}
+}
+
+func TestHistQuantile(t *testing.T) {
+	bs := []bucket{{0.001, 0}, {0.002, 10}, {0.004, 50}, {0.008, 90}, {math.Inf(1), 100}}
+	cases := []struct{ q, want float64 }{
+		{0.05, 0.0015}, // halfway through (0.001, 0.002]
+		{0.5, 0.004},   // the top of (0.002, 0.004]
+		{0.7, 0.006},   // halfway through (0.004, 0.008]
+		{0.99, 0.008},  // in +Inf: the highest finite bound
+	}
+	for _, c := range cases {
+		if got := histQuantile(bs, c.q); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("q=%v: %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := histQuantile([]bucket{{1, 0}, {math.Inf(1), 0}}, 0.5); !math.IsNaN(got) {
+		t.Errorf("empty histogram: %v, want NaN", got)
+	}
+	if got := histQuantile(nil, 0.5); !math.IsNaN(got) {
+		t.Errorf("no buckets: %v, want NaN", got)
+	}
+	// From zero inside the first bucket.
+	if got := histQuantile([]bucket{{0.002, 10}, {math.Inf(1), 10}}, 0.5); math.Abs(got-0.001) > 1e-12 {
+		t.Errorf("first bucket: %v, want 0.001", got)
+	}
+}
+
+func TestHistDelta(t *testing.T) {
+	before := []bucket{{0.001, 1}, {math.Inf(1), 3}}
+	after := []bucket{{0.001, 4}, {0.002, 5}, {math.Inf(1), 9}}
+	d := histDelta(before, after)
+	want := []bucket{{0.001, 3}, {0.002, 5}, {math.Inf(1), 6}}
+	for i := range want {
+		if d[i] != want[i] {
+			t.Fatalf("histDelta = %+v, want %+v", d, want)
+		}
+	}
+}
