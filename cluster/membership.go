@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ type members struct {
 	ml   *memberlist.Memberlist
 	mu   sync.Mutex
 	self meta
+	// known is our own copy of every member, kept from memberlist's event
+	// callbacks: the *Node values Members() returns are mutated by
+	// memberlist's goroutines without a lock we could take.
+	known map[string]Member
 	// changed is signalled (non-blocking) on every join, leave or update.
 	changed chan struct{}
 }
@@ -54,9 +59,21 @@ func (m *members) NotifyMsg([]byte)                           {}
 func (m *members) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (m *members) LocalState(join bool) []byte                { return nil }
 func (m *members) MergeRemoteState(buf []byte, join bool)     {}
-func (m *members) NotifyJoin(*memberlist.Node)                { m.signal() }
-func (m *members) NotifyLeave(*memberlist.Node)               { m.signal() }
-func (m *members) NotifyUpdate(*memberlist.Node)              { m.signal() }
+func (m *members) NotifyJoin(n *memberlist.Node)              { m.record(n, true) }
+func (m *members) NotifyLeave(n *memberlist.Node)             { m.record(n, false) }
+func (m *members) NotifyUpdate(n *memberlist.Node)            { m.record(n, true) }
+
+// record copies what a member says about itself; memberlist calls this with
+// its own lock held, so the node's fields are stable here.
+func (m *members) record(n *memberlist.Node, alive bool) {
+	var md meta
+	if json.Unmarshal(n.Meta, &md) == nil && md.ID != "" {
+		m.mu.Lock()
+		m.known[md.ID] = Member{meta: md, Alive: alive}
+		m.mu.Unlock()
+	}
+	m.signal()
+}
 
 func (m *members) signal() {
 	select {
@@ -67,7 +84,7 @@ func (m *members) signal() {
 
 // startMembership creates the memberlist on bindAddr, advertising advAddr.
 func startMembership(self meta, bindAddr, advAddr string, local bool, logger *log.Logger) (*members, error) {
-	m := &members{self: self, changed: make(chan struct{}, 1)}
+	m := &members{self: self, changed: make(chan struct{}, 1), known: map[string]Member{}}
 	conf := memberlist.DefaultLANConfig()
 	if local {
 		conf = memberlist.DefaultLocalConfig()
@@ -118,27 +135,25 @@ func (m *members) setBoot() {
 	}
 }
 
-// list returns every member gossip knows, with its liveness.
+// list returns every member gossip has told us of, with its liveness, in
+// id order.
 func (m *members) list() []Member {
-	var out []Member
-	for _, n := range m.ml.Members() {
-		var md meta
-		if json.Unmarshal(n.Meta, &md) != nil || md.ID == "" {
-			continue
-		}
-		out = append(out, Member{meta: md, Alive: n.State == memberlist.StateAlive})
+	m.mu.Lock()
+	out := make([]Member, 0, len(m.known))
+	for _, mb := range m.known {
+		out = append(out, mb)
 	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
 // byID finds a member by node id.
 func (m *members) byID(id string) (Member, bool) {
-	for _, mb := range m.list() {
-		if mb.ID == id {
-			return mb, true
-		}
-	}
-	return Member{}, false
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb, ok := m.known[id]
+	return mb, ok
 }
 
 func (m *members) shutdown() {
