@@ -468,6 +468,7 @@ func FuzzPopQuery(f *testing.F) {
 		"batch=100&partitions=3", "autoAck=true", "subscriptionFrom=now",
 		"subscriptionFrom=2026-04-26T10:59:28.267966Z&subscriptionMode=all",
 		"batch=abc&timeout=-5&wait=maybe", "batch=%zz", "consumerGroup=__QUEUE_MODE__&leaseSeconds=30",
+		"consumerGroup=\xff", "consumerGroup=a%00b",
 	} {
 		f.Add(q, false)
 		f.Add(q, true)
@@ -487,6 +488,14 @@ func FuzzPopQuery(f *testing.F) {
 			t.Fatalf("query %q: status %d body %q, want the empty pop (204, no body)", query, rec.Code, rec.Body.String())
 		}
 		pops := r.fb.Pops()
+		if checkName("consumerGroup", req.URL.Query().Get("consumerGroup")) != nil {
+			// A group no state can key (NUL, too long, not UTF-8) claims
+			// nothing: the pop answers empty without reaching the backend.
+			if len(pops) != 0 {
+				t.Fatalf("query %q: an unkeyable group reached the backend", query)
+			}
+			return
+		}
 		if len(pops) != 1 {
 			t.Fatalf("query %q: %d Pop calls", query, len(pops))
 		}
