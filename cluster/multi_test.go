@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -413,5 +412,4 @@ func TestLaggingFollowerCatchesUpThroughInstallSnapshot(t *testing.T) {
 	if len(got) != 300 {
 		t.Fatalf("after InstallSnapshot the node reads %d messages, want 300", len(got))
 	}
-	_ = os.Remove
 }
