@@ -9,16 +9,16 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
 
 // Forwarder reaches the leader's node over the internal service (grpcapi).
 // Each call runs on the leader only: a node that is no longer the leader
 // answers ErrNotLeader, having done nothing.
 type Forwarder interface {
-	Apply(ctx context.Context, addr string, cmd *fsmpb.Command) (proto.Message, error)
-	Pop(ctx context.Context, addr string, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	Apply(ctx context.Context, addr string, cmd *command.Command) (proto.Message, error)
+	Pop(ctx context.Context, addr string, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context, addr string) (uint64, error)
 	RemoveServer(ctx context.Context, addr, id string) error
 }
@@ -79,7 +79,7 @@ func (n *Node) leaderForwardAddr() string {
 
 // Apply turns cmd into one log entry, on the leader, and returns the FSM's
 // result for that entry (never "index N committed").
-func (n *Node) Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, error) {
 	return route(n, ctx,
 		func() (proto.Message, error) { return n.applyLocal(ctx, cmd) },
 		func(addr string) (proto.Message, error) { return n.fwd.Apply(ctx, addr, cmd) })
@@ -87,7 +87,7 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, er
 
 // ApplyLocal applies cmd if this node leads, else answers ErrNotLeader: the
 // forwarding service's entry point, so a forwarded command never hops twice.
-func (n *Node) ApplyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+func (n *Node) ApplyLocal(ctx context.Context, cmd *command.Command) (proto.Message, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}
@@ -101,18 +101,17 @@ func (n *Node) notLeader() error {
 	return ErrNotLeader
 }
 
-func (n *Node) applyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+func (n *Node) applyLocal(ctx context.Context, cmd *command.Command) (proto.Message, error) {
 	select {
 	case <-n.stop:
 		return nil, ErrShutdown
 	default:
 	}
-	if idem := cmd.Idempotency; idem != nil && idem.Key != "" {
-		if _, busy := n.inflight.LoadOrStore(idem.Key, struct{}{}); busy {
-			return nil, ErrInFlight
-		}
-		defer n.inflight.Delete(idem.Key)
+	done, err := n.inflight.Begin(cmd.GetIdempotency().GetKey())
+	if err != nil {
+		return nil, err
 	}
+	defer done()
 	timeout := n.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
@@ -121,7 +120,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Messag
 		return nil, ErrTimeout
 	}
 	cmd.StampUs = n.clock.next(n.fsm.LastNow())
-	data, err := proto.Marshal(cmd)
+	data, err := command.Encode(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: encode command: %w", err)
 	}
@@ -144,7 +143,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Messag
 	}
 	n.m.applySeconds.Observe(time.Since(start).Seconds())
 	switch r := f.Response().(type) {
-	case *fsmpb.Response:
+	case *command.Response:
 		if r.InternalError != "" {
 			return nil, fmt.Errorf("%w: %s", ErrInternal, r.InternalError)
 		}

@@ -20,7 +20,4 @@ var (
 	// ErrInternal: apply refused the command with an internal error; nothing
 	// was written.
 	ErrInternal = errors.New("cluster: internal error")
-	// ErrInFlight: a command with the same Idempotency-Key is being applied
-	// right now. Nothing was proposed.
-	ErrInFlight = errors.New("cluster: a request with this idempotency key is in flight")
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
 
 // watchLeadership starts the leader's loops when this node wins an election
@@ -109,13 +109,13 @@ func (n *Node) fireTimers(stop chan struct{}) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_FireTimers{FireTimers: &fsmpb.FireTimers{}}})
+		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_FireTimers{FireTimers: &command.FireTimers{}}})
 		cancel()
 		if err != nil {
 			n.log.Warn("timer fire step failed; will retry", "err", err)
 			return
 		}
-		f, ok := res.(*fsmpb.FireResult)
+		f, ok := res.(*command.FireResult)
 		if !ok {
 			return
 		}
@@ -145,13 +145,13 @@ func (n *Node) sweep(stop chan struct{}) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{Limit: n.cfg.SweepLimit}}})
+		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_Sweep{Sweep: &command.Sweep{Limit: n.cfg.SweepLimit}}})
 		cancel()
 		if err != nil {
 			n.log.Warn("sweep failed; will retry", "err", err)
 			return
 		}
-		if r, ok := res.(*fsmpb.SweepResult); !ok || !r.More {
+		if r, ok := res.(*command.SweepResult); !ok || !r.More {
 			return
 		}
 		select {

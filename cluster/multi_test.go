@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/raftlog"
 )
@@ -178,14 +178,14 @@ func (c *testCluster) followers() []*testNode {
 	return out
 }
 
-func push(ctx context.Context, n *cluster.Node, queue, txn string) (*fsmpb.PushItemResult, error) {
+func push(ctx context.Context, n *cluster.Node, queue, txn string) (*command.PushItemResult, error) {
 	id := uuid.Must(uuid.NewV7())
-	res, err := n.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: []*fsmpb.PushItem{{
+	res, err := n.Apply(ctx, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: []*command.PushItem{{
 		Queue: queue, Partition: "Default", TransactionId: txn, Payload: []byte(`"` + txn + `"`), MessageId: id[:]}}}}})
 	if err != nil {
 		return nil, err
 	}
-	return res.(*fsmpb.PushResult).Items[0], nil
+	return res.(*command.PushResult).Items[0], nil
 }
 
 // drain pops everything a fresh group sees, through node n, and returns the
@@ -196,7 +196,7 @@ func drain(t *testing.T, n *cluster.Node, queue string) map[string]int {
 	group := "drain-" + uuid.NewString()
 	for i := 0; i < 1000; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := n.Pop(ctx, &fsmpb.Pop{Queue: queue, ConsumerGroup: group, Batch: 500, Partitions: 10}, 0)
+		res, err := n.Pop(ctx, &command.Pop{Queue: queue, ConsumerGroup: group, Batch: 500, Partitions: 10}, 0)
 		cancel()
 		if err != nil {
 			t.Fatalf("drain pop: %v", err)
@@ -204,14 +204,14 @@ func drain(t *testing.T, n *cluster.Node, queue string) map[string]int {
 		if len(res.Messages) == 0 {
 			return got
 		}
-		var acks []*fsmpb.AckItem
+		var acks []*command.AckItem
 		for j, m := range res.Messages {
 			got[res.Records[j].TransactionId]++
-			acks = append(acks, &fsmpb.AckItem{TransactionId: res.Records[j].TransactionId, PartitionId: m.PartitionId,
-				ConsumerGroup: group, LeaseId: res.LeaseId, Status: fsm.StatusCompleted})
+			acks = append(acks, &command.AckItem{TransactionId: res.Records[j].TransactionId, PartitionId: m.PartitionId,
+				ConsumerGroup: group, LeaseId: res.LeaseId, Status: command.AckStatus_COMPLETED})
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = n.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: acks}}})
+		_, err = n.Apply(ctx, &command.Command{Body: &command.Command_Ack{Ack: &command.Ack{Items: acks}}})
 		cancel()
 		if err != nil {
 			t.Fatalf("drain ack: %v", err)
@@ -226,7 +226,7 @@ func TestThreeNodesElectForwardAndReadFromFollowers(t *testing.T) {
 	f := c.followers()[0]
 	ctx := context.Background()
 	r, err := push(ctx, f.node, "q", "via-follower")
-	if err != nil || r.Status != fsmpb.PushItemResult_QUEUED {
+	if err != nil || r.Status != command.PushItemResult_QUEUED {
 		t.Fatalf("push through a follower: %v %v", r, err)
 	}
 	// A linearizable read on another follower sees it at once.
@@ -241,9 +241,9 @@ func TestThreeNodesElectForwardAndReadFromFollowers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A long-poll pop on a follower is served by the leader and woken by a push.
-	done := make(chan *fsmpb.PopResult, 1)
+	done := make(chan *command.PopResult, 1)
 	go func() {
-		res, err := other.node.Pop(ctx, &fsmpb.Pop{Queue: "lp", Batch: 1}, 5*time.Second)
+		res, err := other.node.Pop(ctx, &command.Pop{Queue: "lp", Batch: 1}, 5*time.Second)
 		if err != nil {
 			t.Error(err)
 		}

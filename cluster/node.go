@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/store"
 )
@@ -71,7 +71,7 @@ type Node struct {
 
 	ready atomic.Bool // leader, and every entry of earlier terms is applied
 
-	inflight sync.Map // Idempotency-Keys of commands being applied here
+	inflight idempotency.InFlight // Idempotency-Keys of commands being applied here
 
 	members *members  // nil without gossip (a single node started alone)
 	fwd     Forwarder // nil until SetForwarder
@@ -112,8 +112,8 @@ func Start(cfg Config) (*Node, error) {
 		clock: newStampClock(), hub: newHub(), appliedCh: make(chan struct{}),
 		stop: make(chan struct{}), draining: make(chan struct{}),
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("cluster: data dir: %w", err)
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	var err error
 	if n.db, err = openState(filepath.Join(cfg.DataDir, "fsm.db"), cfg.NoSync, cfg.BootID, n.log); err != nil {

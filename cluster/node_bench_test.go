@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 func BenchmarkApplyConcurrent(b *testing.B) {
@@ -35,8 +35,8 @@ func BenchmarkApplyConcurrent(b *testing.B) {
 					defer wg.Done()
 					for i := 0; i < per; i++ {
 						id := uuid.Must(uuid.NewV7())
-						_, err := n.Apply(context.Background(), &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{
-							Items: []*fsmpb.PushItem{{Queue: "q", Partition: "Default", TransactionId: fmt.Sprint(seq.Add(1)), Payload: payload, MessageId: id[:]}},
+						_, err := n.Apply(context.Background(), &command.Command{Body: &command.Command_Push{Push: &command.Push{
+							Items: []*command.PushItem{{Queue: "q", Partition: "Default", TransactionId: fmt.Sprint(seq.Add(1)), Payload: payload, MessageId: id[:]}},
 						}}})
 						if err != nil {
 							b.Error(err)

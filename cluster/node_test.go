@@ -5,22 +5,26 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/idempotency"
 )
 
 func TestSameIdempotencyKeyInFlightIsRefused(t *testing.T) {
 	n := mustStartNode(t)
-	cmd := func() *fsmpb.Command {
-		return &fsmpb.Command{Idempotency: &fsmpb.Idempotency{Key: "k", RequestHash: []byte("h"), TtlSeconds: 60},
-			Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: []*fsmpb.PushItem{{Queue: "q", Partition: "Default",
+	cmd := func() *command.Command {
+		return &command.Command{Idempotency: &command.Idempotency{Key: "k", RequestHash: []byte("h"), TtlSeconds: 60},
+			Body: &command.Command_Push{Push: &command.Push{Items: []*command.PushItem{{Queue: "q", Partition: "Default",
 				TransactionId: "t", Payload: []byte("1"), MessageId: make([]byte, 16)}}}}}
 	}
 	// Hold the key as if a first request were being applied right now.
-	n.inflight.Store("k", struct{}{})
-	if _, err := n.Apply(context.Background(), cmd()); !errors.Is(err, ErrInFlight) {
+	done, err := n.inflight.Begin("k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Apply(context.Background(), cmd()); !errors.Is(err, idempotency.ErrInFlight) {
 		t.Fatalf("second request while the first is in flight: %v", err)
 	}
-	n.inflight.Delete("k")
+	done()
 	if _, err := n.Apply(context.Background(), cmd()); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +32,7 @@ func TestSameIdempotencyKeyInFlightIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := res.(*fsmpb.Replay); !ok {
+	if _, ok := res.(*command.Replay); !ok {
 		t.Fatalf("retry after completion got %T, want a replay", res)
 	}
 }

@@ -6,18 +6,18 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
 
 // Pop claims messages for a consumer group, on the leader: a follower
 // forwards the whole call, long-poll included, and gets back the claimed
 // messages with their stored records.
-func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+func (n *Node) Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
 	deadline := time.Now().Add(wait)
 	return route(n, ctx,
-		func() (*fsmpb.PopResult, error) { return n.PopLocal(ctx, in, time.Until(deadline)) },
-		func(addr string) (*fsmpb.PopResult, error) { return n.fwd.Pop(ctx, addr, in, time.Until(deadline)) })
+		func() (*command.PopResult, error) { return n.PopLocal(ctx, in, time.Until(deadline)) },
+		func(addr string) (*command.PopResult, error) { return n.fwd.Pop(ctx, addr, in, time.Until(deadline)) })
 }
 
 // PopLocal runs a pop on this node, which must lead (ErrNotLeader
@@ -28,7 +28,7 @@ func (n *Node) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsm
 //
 // The result carries the stored messages, read from this node's state right
 // after the entry applied (messages are immutable once written).
-func (n *Node) PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}
@@ -48,11 +48,11 @@ func (n *Node) PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) 
 			return nil, err
 		}
 		if ready.Ready {
-			res, err := n.ApplyLocal(ctx, &fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: in}})
+			res, err := n.ApplyLocal(ctx, &command.Command{Body: &command.Command_Pop{Pop: in}})
 			if err != nil {
 				return nil, err
 			}
-			pr := res.(*fsmpb.PopResult)
+			pr := res.(*command.PopResult)
 			if len(pr.Messages) > 0 {
 				return n.hydrate(pr)
 			}
@@ -64,7 +64,7 @@ func (n *Node) PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) 
 		}
 		left := time.Until(deadline)
 		if wait <= 0 || left <= 0 {
-			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+			return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
 		}
 		sleep := left
 		if ready.NextUs > 0 {
@@ -77,12 +77,12 @@ func (n *Node) PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) 
 		case <-ctx.Done():
 			timer.Stop()
 			// The client went away: claim nothing.
-			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+			return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
 		case <-n.draining:
 			timer.Stop()
 			// The node is stopping: answer empty now rather than hold the
 			// shutdown until the poll times out.
-			return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+			return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
 		case <-n.stop:
 			timer.Stop()
 			return nil, ErrShutdown
@@ -92,13 +92,13 @@ func (n *Node) PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) 
 }
 
 // hydrate reads the popped messages' stored records.
-func (n *Node) hydrate(pr *fsmpb.PopResult) (*fsmpb.PopResult, error) {
+func (n *Node) hydrate(pr *command.PopResult) (*command.PopResult, error) {
 	err := n.fsm.Read(func(r *fsm.Reader) error {
-		pr.Records = make([]*fsmpb.MessageRecord, len(pr.Messages))
+		pr.Records = make([]*command.MessageRecord, len(pr.Messages))
 		for i, m := range pr.Messages {
 			rec := r.Message(m.PartitionId, m.Seq)
 			if rec == nil {
-				rec = &fsmpb.MessageRecord{} // removed since (queue deleted); rare
+				rec = &command.MessageRecord{} // removed since (queue deleted); rare
 			}
 			pr.Records[i] = rec
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 )
 
 // TestTimersFireOnceAcrossLeaderLoss schedules timers that come due around
@@ -26,14 +26,14 @@ func TestTimersFireOnceAcrossLeaderLoss(t *testing.T) {
 	for i := 0; i < n; i++ {
 		id := uuid.Must(uuid.NewV7())
 		txn := fmt.Sprint("timer-", i)
-		res, err := f.node.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Timers{Timers: &fsmpb.TimerBatch{Ops: []*fsmpb.TimerOp{{
-			Kind: fsmpb.TimerOp_SCHEDULE, Queue: "fired", TimerKey: fmt.Sprint("k", i), Txn: txn,
+		res, err := f.node.Apply(ctx, &command.Command{Body: &command.Command_Timers{Timers: &command.TimerBatch{Ops: []*command.TimerOp{{
+			Kind: command.TimerOp_SCHEDULE, Queue: "fired", TimerKey: fmt.Sprint("k", i), Txn: txn,
 			DelayUs: (time.Duration(i%20) * 50 * time.Millisecond).Microseconds(), Payload: []byte("1"), MessageId: id[:],
 		}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		due[txn] = res.(*fsmpb.TimerBatchResult).Results[0].DeliverAtUs
+		due[txn] = res.(*command.TimerBatchResult).Results[0].DeliverAtUs
 	}
 	old := c.leader()
 	old.stop(true) // some timers are due now, some in the next second
@@ -60,24 +60,24 @@ func TestTimersFireOnceAcrossLeaderLoss(t *testing.T) {
 	got := map[string]int{}
 	group := "check-" + uuid.NewString()
 	for i := 0; i < 100; i++ {
-		res, err := reader.node.Pop(ctx, &fsmpb.Pop{Queue: "fired", ConsumerGroup: group, Batch: 100}, 0)
+		res, err := reader.node.Pop(ctx, &command.Pop{Queue: "fired", ConsumerGroup: group, Batch: 100}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(res.Messages) == 0 {
 			break
 		}
-		var acks []*fsmpb.AckItem
+		var acks []*command.AckItem
 		for j, m := range res.Messages {
 			rec := res.Records[j]
 			got[rec.TransactionId]++
 			if rec.CreatedUs < due[rec.TransactionId] {
 				t.Fatalf("%s fired %dµs before it was due", rec.TransactionId, due[rec.TransactionId]-rec.CreatedUs)
 			}
-			acks = append(acks, &fsmpb.AckItem{TransactionId: rec.TransactionId, PartitionId: m.PartitionId,
-				ConsumerGroup: group, LeaseId: res.LeaseId, Status: fsm.StatusCompleted})
+			acks = append(acks, &command.AckItem{TransactionId: rec.TransactionId, PartitionId: m.PartitionId,
+				ConsumerGroup: group, LeaseId: res.LeaseId, Status: command.AckStatus_COMPLETED})
 		}
-		if _, err := reader.node.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: acks}}}); err != nil {
+		if _, err := reader.node.Apply(ctx, &command.Command{Body: &command.Command_Ack{Ack: &command.Ack{Items: acks}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

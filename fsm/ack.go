@@ -7,16 +7,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/leases"
-)
-
-// Ack statuses, normalised by the front ends.
-const (
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-	StatusRetry     = "retry"
-	StatusDLQ       = "dlq"
 )
 
 // Ack refusal texts (spec §4.4).
@@ -27,8 +19,8 @@ const (
 	defaultDLQError    = "Retries exhausted"
 )
 
-func applyAck(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
-	return &fsmpb.AckResult{Items: c.acks(cmd.GetAck().Items, false, nil)}, true
+func applyAck(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return &command.AckResult{Items: c.acks(cmd.GetAck().Items, false, nil)}, true
 }
 
 // ackGroup is one (partition, group) touched by an ack command. The lease
@@ -41,7 +33,7 @@ type ackGroup struct {
 	ps       *partState
 	cs       *cursorState
 	group    string
-	preLease *fsmpb.Lease // live at the start of the command, else nil
+	preLease *command.Lease // live at the start of the command, else nil
 	// Decided at the command's first failed item, then held for the rest:
 	failedSeen bool
 	exhausted  bool // retries spent: failed items go to the DLQ
@@ -52,8 +44,8 @@ type ackGroup struct {
 // inTxn selects the transaction rules (addendum §4.5): a non-completed ack
 // of an already consumed message is refused instead of being a no-op, and
 // an ack without its own leaseId must be covered by one of required.
-func (c *applyCtx) acks(items []*fsmpb.AckItem, inTxn bool, required []string) []*fsmpb.AckItemResult {
-	results := make([]*fsmpb.AckItemResult, len(items))
+func (c *applyCtx) acks(items []*command.AckItem, inTxn bool, required []string) []*command.AckItemResult {
+	results := make([]*command.AckItemResult, len(items))
 	type resolved struct {
 		i   int
 		pid string
@@ -64,11 +56,11 @@ func (c *applyCtx) acks(items []*fsmpb.AckItem, inTxn bool, required []string) [
 	var todo []resolved
 	groups := map[string]*ackGroup{}
 	for i, it := range items {
-		r := &fsmpb.AckItemResult{TransactionId: it.TransactionId}
+		r := &command.AckItemResult{TransactionId: it.TransactionId}
 		results[i] = r
 		group := it.ConsumerGroup
 		if group == "" {
-			group = QueueModeGroup
+			group = command.QueueModeGroup
 		}
 		ps := c.partitionByID(it.PartitionId)
 		var seq uint64
@@ -88,7 +80,7 @@ func (c *applyCtx) acks(items []*fsmpb.AckItem, inTxn bool, required []string) [
 			cs := c.cursor(ps.rec.Id, group)
 			ag = &ackGroup{qs: c.queue(ps.rec.Queue), ps: ps, cs: cs, group: group}
 			if leases.Live(cs.rec.Lease, c.now) {
-				ag.preLease = proto.Clone(cs.rec.Lease).(*fsmpb.Lease)
+				ag.preLease = proto.Clone(cs.rec.Lease).(*command.Lease)
 			}
 			groups[gk] = ag
 		}
@@ -111,7 +103,7 @@ func (c *applyCtx) acks(items []*fsmpb.AckItem, inTxn bool, required []string) [
 	return results
 }
 
-func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.AckItemResult, inTxn bool, required []string) {
+func (c *applyCtx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.AckItemResult, inTxn bool, required []string) {
 	cur := ag.cs.rec
 	if seq <= cur.Consumed {
 		// Already consumed. A fenced ack must name a lease that held it (the
@@ -128,7 +120,7 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.
 			r.Error, r.LeaseRefused = errInvalidLease, true
 			return
 		}
-		if inTxn && it.Status != StatusCompleted {
+		if inTxn && it.Status != command.AckStatus_COMPLETED {
 			r.Error, r.LeaseRefused = errAlreadyAcked, true
 			return
 		}
@@ -166,12 +158,12 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.
 	// (a failed item earlier in this command may have released it).
 	leaseHeld := fenced && cur.Lease != nil && cur.Lease.LeaseId == lease.LeaseId
 	switch it.Status {
-	case StatusCompleted:
+	case command.AckStatus_COMPLETED:
 		if fenced && !leaseHeld {
 			return // the run was given back by an earlier failure; it comes again
 		}
 		c.consume(ag, seq, r)
-	case StatusRetry:
+	case command.AckStatus_RETRY:
 		if leaseHeld {
 			c.releaseLease(ag)
 			r.LeaseReleased = true
@@ -179,12 +171,12 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.
 		cur.RetryVisibleUs = 0
 		ag.cs.dirty = true
 		c.touch(ag.ps.rec.Queue)
-	case StatusFailed, StatusDLQ:
+	case command.AckStatus_FAILED, command.AckStatus_DLQ:
 		if !ag.failedSeen {
 			ag.failedSeen = true
 			ag.exhausted = int64(cur.RetryCount) >= ag.qs.rec.Options.GetRetryLimit()
 		}
-		if it.Status == StatusDLQ || ag.exhausted {
+		if it.Status == command.AckStatus_DLQ || ag.exhausted {
 			if fenced && !leaseHeld {
 				return
 			}
@@ -217,7 +209,7 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *fsmpb.AckItem, seq uint64, r *fsmpb.
 }
 
 // consume marks seq done and releases the lease when its run is complete.
-func (c *applyCtx) consume(ag *ackGroup, seq uint64, r *fsmpb.AckItemResult) {
+func (c *applyCtx) consume(ag *ackGroup, seq uint64, r *command.AckItemResult) {
 	cur := ag.cs.rec
 	before := cur.Consumed
 	runDone := leases.MarkConsumed(cur, seq)
@@ -250,7 +242,7 @@ func (c *applyCtx) releaseLease(ag *ackGroup) {
 
 func (c *applyCtx) messageID(ag *ackGroup, seq uint64) []byte {
 	if v := c.tx.Get(bMessages, messageKey(ag.ps.rec.Id, seq)); v != nil {
-		m := &fsmpb.MessageRecord{}
+		m := &command.MessageRecord{}
 		mustUnmarshal(v, m)
 		return m.Id
 	}
@@ -260,11 +252,11 @@ func (c *applyCtx) messageID(ag *ackGroup, seq uint64) []byte {
 // deadLetter files seq under the group in the queue's dead-letter list,
 // copied from the message's own stored record in this same entry.
 func (c *applyCtx) deadLetter(ag *ackGroup, seq uint64, text string) {
-	m := &fsmpb.MessageRecord{}
+	m := &command.MessageRecord{}
 	if v := c.tx.Get(bMessages, messageKey(ag.ps.rec.Id, seq)); v != nil {
 		mustUnmarshal(v, m)
 	}
-	rec := &fsmpb.DLQRecord{
+	rec := &command.DLQRecord{
 		MessageId: m.Id, TransactionId: m.TransactionId, PartitionId: ag.ps.rec.Id,
 		Queue: ag.ps.rec.Queue, Partition: ag.ps.rec.Name, ConsumerGroup: ag.group,
 		Error: text, RetryCount: ag.cs.rec.RetryCount, Payload: m.Payload,
@@ -274,7 +266,7 @@ func (c *applyCtx) deadLetter(ag *ackGroup, seq uint64, text string) {
 	c.addDeadLetter(ag.qs, rec)
 }
 
-func (c *applyCtx) addDeadLetter(qs *queueState, rec *fsmpb.DLQRecord) {
+func (c *applyCtx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
 	tk := timeKey(c.now, c.index, c.ordinal)
 	c.ordinal++
 	c.tx.Put(bDLQ, append(append([]byte(nil), qs.rec.Id...), tk...), mustMarshal(rec))
@@ -287,14 +279,14 @@ const maxRecentLeases = 4
 
 // heldBy reports whether leaseID is the cursor's lease or one it released
 // recently.
-func heldBy(cur *fsmpb.CursorRecord, leaseID string) bool {
+func heldBy(cur *command.CursorRecord, leaseID string) bool {
 	return (cur.Lease != nil && cur.Lease.LeaseId == leaseID) || slices.Contains(cur.RecentLeases, leaseID)
 }
 
 // consumed keeps the queue's pending count (what maxSize bounds) in step
 // with the queue-mode cursor.
 func (c *applyCtx) consumed(qs *queueState, group string, before, after uint64) {
-	if group != QueueModeGroup || qs == nil || after <= before {
+	if group != command.QueueModeGroup || qs == nil || after <= before {
 		return
 	}
 	qs.rec.Pending -= min(qs.rec.Pending, after-before)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 // deliveries pops one message at a time (advancing past retry delays) and
@@ -23,7 +23,7 @@ func failUntilGone(h *harness, queue string, max int) int {
 			}
 		}
 		n++
-		e := h.ackOf(r, 0, StatusFailed)
+		e := h.ackOf(r, 0, command.AckStatus_FAILED)
 		e.Error, e.HasError = "boom", true
 		h.ack(e)
 	}
@@ -34,14 +34,14 @@ func TestRetryLimitDecidesDeliveriesBeforeTheDLQ(t *testing.T) {
 	for _, limit := range []int64{0, 1, 2, 3} {
 		t.Run(fmt.Sprint("retryLimit=", limit), func(t *testing.T) {
 			h := newHarness(t)
-			h.configure("q", &fsmpb.QueueOptions{RetryLimit: ptr(limit), RetryDelay: ptr(int64(0))})
+			h.configure("q", &command.QueueOptions{RetryLimit: ptr(limit), RetryDelay: ptr(int64(0))})
 			h.push(item("q", "", "a"), item("q", "", "b"))
 			eq(t, "deliveries", failUntilGone(h, "q", 20) >= int(limit)+1, true)
 			h.read(func(rd *Reader) {
 				dl, total := rd.DeadLetters(DLQFilter{Queue: "q", Limit: 10})
 				eq(t, "dead letters", total, 2)
 				eq(t, "error", dl[0].Error, "boom")
-				eq(t, "group", dl[0].ConsumerGroup, QueueModeGroup)
+				eq(t, "group", dl[0].ConsumerGroup, command.QueueModeGroup)
 				eq(t, "retry count", int64(dl[0].RetryCount), limit)
 				eq(t, "payload kept", string(dl[1].Payload), `{"txn":"a"}`)
 			})
@@ -51,22 +51,22 @@ func TestRetryLimitDecidesDeliveriesBeforeTheDLQ(t *testing.T) {
 
 func TestEachMessageGetsRetryLimitPlusOneDeliveries(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{RetryLimit: ptr(int64(1)), RetryDelay: ptr(int64(0))})
+	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(1)), RetryDelay: ptr(int64(0))})
 	h.push(item("q", "", "a"))
 	eq(t, "deliveries of a", failUntilGone(h, "q", 10), 2)
 }
 
 func TestFailTwiceThenSucceed(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{RetryLimit: ptr(int64(3)), RetryDelay: ptr(int64(0))})
+	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(3)), RetryDelay: ptr(int64(0))})
 	h.push(item("q", "", "a"))
 	for i := 0; i < 2; i++ {
 		r := h.pop("q")
 		eq(t, "retryCount", r.Messages[0].RetryCount, uint32(i))
-		h.ack(h.ackOf(r, 0, StatusFailed))
+		h.ack(h.ackOf(r, 0, command.AckStatus_FAILED))
 	}
 	r := h.pop("q")
-	res := h.ack(h.ackOf(r, 0, StatusCompleted))
+	res := h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))
 	eq(t, "success", res[0].Success && !res[0].Dlq, true)
 	h.read(func(rd *Reader) {
 		_, total := rd.DeadLetters(DLQFilter{Queue: "q", Limit: 10})
@@ -76,16 +76,16 @@ func TestFailTwiceThenSucceed(t *testing.T) {
 
 func TestABatchNackIsOneRetryAndAllItemsSucceed(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{RetryLimit: ptr(int64(5)), RetryDelay: ptr(int64(0))})
+	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(5)), RetryDelay: ptr(int64(0))})
 	for i := 0; i < 100; i++ {
 		h.push(item("q", "", fmt.Sprint(i)))
 	}
 	r := h.pop("q", batch(100))
-	for _, a := range h.ackAll(r, StatusFailed) {
+	for _, a := range h.ackAll(r, command.AckStatus_FAILED) {
 		eq(t, "item", a.Success, true)
 	}
 	h.read(func(rd *Reader) {
-		c := rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup)
+		c := rd.Cursor(r.Messages[0].PartitionId, command.QueueModeGroup)
 		eq(t, "retry count", c.RetryCount, uint32(1))
 		eq(t, "cursor", c.Consumed, uint64(0))
 		eq(t, "released", c.Lease == nil, true)
@@ -94,16 +94,16 @@ func TestABatchNackIsOneRetryAndAllItemsSucceed(t *testing.T) {
 
 func TestFailedAckReleasesTheLeaseAndFencesLaterAcks(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{RetryDelay: ptr(int64(1000))})
+	h.configure("q", &command.QueueOptions{RetryDelay: ptr(int64(1000))})
 	for i := 0; i < 3; i++ {
 		h.push(item("q", "", fmt.Sprint("m", i)))
 	}
 	r := h.pop("q", batch(3))
-	h.ack(h.ackOf(r, 0, StatusCompleted))
-	res := h.ack(h.ackOf(r, 1, StatusFailed))
+	h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))
+	res := h.ack(h.ackOf(r, 1, command.AckStatus_FAILED))
 	eq(t, "released", res[0].LeaseReleased, true)
 	// A later ack with the old lease is refused: its work will be redone.
-	res = h.ack(h.ackOf(r, 2, StatusCompleted))
+	res = h.ack(h.ackOf(r, 2, command.AckStatus_COMPLETED))
 	eq(t, "later ack refused", res[0].Success, false)
 	// The retry delay holds the lane (1 s + up to 25% jitter).
 	eq(t, "held by backoff", len(h.pop("q").Messages), 0)
@@ -115,7 +115,7 @@ func TestFailedAckReleasesTheLeaseAndFencesLaterAcks(t *testing.T) {
 
 func TestRetryDelayBacksOffExponentially(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{RetryLimit: ptr(int64(10)), RetryDelay: ptr(int64(1000))})
+	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(10)), RetryDelay: ptr(int64(1000))})
 	h.push(item("q", "", "a"))
 	var waits []time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
@@ -123,7 +123,7 @@ func TestRetryDelayBacksOffExponentially(t *testing.T) {
 		if len(r.Messages) == 0 {
 			t.Fatalf("attempt %d: nothing delivered", attempt)
 		}
-		h.ack(h.ackOf(r, 0, StatusFailed))
+		h.ack(h.ackOf(r, 0, command.AckStatus_FAILED))
 		var w time.Duration
 		for len(h.pop("q").Messages) == 0 { // pops while waiting: each is an entry
 			h.advance(100 * time.Millisecond)
@@ -147,12 +147,12 @@ func TestDLQStatusGoesStraightToTheDLQAndRetryKeepsTheCounter(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "", "a"), item("q", "", "b"))
 	r := h.pop("q")
-	res := h.ack(h.ackOf(r, 0, StatusDLQ))
+	res := h.ack(h.ackOf(r, 0, command.AckStatus_DLQ))
 	eq(t, "dlq", res[0].Dlq, true)
 	eq(t, "released", res[0].LeaseReleased, true)
 	r = h.pop("q")
 	eqList(t, "next", h.txns(r), []string{"b"})
-	res = h.ack(h.ackOf(r, 0, StatusRetry))
+	res = h.ack(h.ackOf(r, 0, command.AckStatus_RETRY))
 	eq(t, "retry released", res[0].LeaseReleased, true)
 	r = h.pop("q")
 	eqList(t, "again at once", h.txns(r), []string{"b"})
@@ -168,7 +168,7 @@ func TestAckBatchAcrossPartitionsAndGroups(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "a", "a0"), item("q", "b", "b0"))
 	r := h.pop("q", group("g"), fromAll(), batch(10), partitions(2))
-	res := h.ackAll(r, StatusCompleted)
+	res := h.ackAll(r, command.AckStatus_COMPLETED)
 	eq(t, "both released", res[0].LeaseReleased && res[1].LeaseReleased, true)
 	// Queue mode still sees both.
 	eq(t, "queue mode", len(h.pop("q", batch(10), partitions(2)).Messages), 2)
@@ -178,32 +178,32 @@ func TestAckWithoutLeaseIDActsUnderTheLiveLease(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "", "a"), item("q", "", "b"))
 	r := h.pop("q", batch(2))
-	a := h.ackOf(r, 0, StatusCompleted)
+	a := h.ackOf(r, 0, command.AckStatus_COMPLETED)
 	a.LeaseId = ""
 	eq(t, "ok", h.ack(a)[0].Success, true)
-	b := h.ackOf(r, 1, StatusCompleted)
+	b := h.ackOf(r, 1, command.AckStatus_COMPLETED)
 	b.LeaseId = ""
 	eq(t, "releases", h.ack(b)[0].LeaseReleased, true)
 }
 
 func TestExtendLease(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{LeaseTime: ptr(int64(3))})
+	h.configure("q", &command.QueueOptions{LeaseTime: ptr(int64(3))})
 	h.push(item("q", "", "a"))
 	r := h.pop("q")
-	extend := func(id string, secs int64) *fsmpb.ExtendResult {
-		return h.apply(&fsmpb.Command{Body: &fsmpb.Command_ExtendLease{ExtendLease: &fsmpb.ExtendLease{LeaseId: id, Seconds: secs}}}).(*fsmpb.ExtendResult)
+	extend := func(id string, secs int64) *command.ExtendResult {
+		return h.apply(&command.Command{Body: &command.Command_ExtendLease{ExtendLease: &command.ExtendLease{LeaseId: id, Seconds: secs}}}).(*command.ExtendResult)
 	}
 	for i := 0; i < 5; i++ { // renew every second for 5 s on a 3 s lease
 		h.advance(time.Second)
 		eq(t, "renew", extend(r.LeaseId, 3).Success, true)
 	}
-	eq(t, "ack after renewals", h.ack(h.ackOf(r, 0, StatusCompleted))[0].Success, true)
+	eq(t, "ack after renewals", h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))[0].Success, true)
 	eq(t, "unknown lease", extend("nope", 3).Error, "Lease not found")
 
 	h.push(item("q", "", "b"))
 	r = h.pop("q")
 	h.advance(4 * time.Second)
 	eq(t, "expired lease", extend(r.LeaseId, 3).Error, "Lease already expired")
-	eq(t, "ack refused", h.ack(h.ackOf(r, 0, StatusCompleted))[0].Success, false)
+	eq(t, "ack refused", h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))[0].Success, false)
 }

@@ -21,18 +21,18 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 var payload256 = []byte(`{"d":"` + strings.Repeat("x", 248) + `"}`)
 
-func pushCmd(queue string, n, base int) *fsmpb.Command {
-	items := make([]*fsmpb.PushItem, n)
+func pushCmd(queue string, n, base int) *command.Command {
+	items := make([]*command.PushItem, n)
 	for i := range items {
-		items[i] = &fsmpb.PushItem{Queue: queue, Partition: fmt.Sprint("p", (base+i)%16),
+		items[i] = &command.PushItem{Queue: queue, Partition: fmt.Sprint("p", (base+i)%16),
 			TransactionId: fmt.Sprint("t", base+i), Payload: payload256, MessageId: newMsgID()}
 	}
-	return &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}}
+	return &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: items}}}
 }
 
 func benchPush(b *testing.B, n int) {
@@ -55,14 +55,14 @@ func BenchmarkApplyPopAck(b *testing.B) {
 		b.StopTimer()
 		h.f.Apply(h.entry(pushCmd("q", 100, i*100)))
 		b.StartTimer()
-		res := h.f.Apply(h.entry(&fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: &fsmpb.Pop{
-			Queue: "q", ConsumerGroup: "g", Batch: 100, Partitions: 16, LeaseId: fmt.Sprint("L", i)}}})).(*fsmpb.PopResult)
-		items := make([]*fsmpb.AckItem, len(res.Messages))
+		res := h.f.Apply(h.entry(&command.Command{Body: &command.Command_Pop{Pop: &command.Pop{
+			Queue: "q", ConsumerGroup: "g", Batch: 100, Partitions: 16, LeaseId: fmt.Sprint("L", i)}}})).(*command.PopResult)
+		items := make([]*command.AckItem, len(res.Messages))
 		for j, m := range res.Messages {
-			items[j] = &fsmpb.AckItem{TransactionId: fmt.Sprint("t", i*100+j), PartitionId: m.PartitionId,
-				ConsumerGroup: "g", LeaseId: res.LeaseId, Status: StatusCompleted}
+			items[j] = &command.AckItem{TransactionId: fmt.Sprint("t", i*100+j), PartitionId: m.PartitionId,
+				ConsumerGroup: "g", LeaseId: res.LeaseId, Status: command.AckStatus_COMPLETED}
 		}
-		h.f.Apply(h.entry(&fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: items}}}))
+		h.f.Apply(h.entry(&command.Command{Body: &command.Command_Ack{Ack: &command.Ack{Items: items}}}))
 	}
 }
 
@@ -72,14 +72,14 @@ func BenchmarkApplyTransaction(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		h.f.Apply(h.entry(pushCmd("orders", 1, i)))
-		pr := h.f.Apply(h.entry(&fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: &fsmpb.Pop{
-			Queue: "orders", Batch: 1, LeaseId: fmt.Sprint("L", i)}}})).(*fsmpb.PopResult)
+		pr := h.f.Apply(h.entry(&command.Command{Body: &command.Command_Pop{Pop: &command.Pop{
+			Queue: "orders", Batch: 1, LeaseId: fmt.Sprint("L", i)}}})).(*command.PopResult)
 		m := pr.Messages[0]
 		b.StartTimer()
-		h.f.Apply(h.entry(&fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: &fsmpb.Transaction{
-			Ops: []*fsmpb.TxnOp{ackOp(&fsmpb.AckItem{TransactionId: fmt.Sprint("t", i), PartitionId: m.PartitionId,
-				LeaseId: pr.LeaseId, Status: StatusCompleted})},
-			Kv: []*fsmpb.KVOp{marker(fmt.Sprint("charge:", i), true)},
+		h.f.Apply(h.entry(&command.Command{Body: &command.Command_Transaction{Transaction: &command.Transaction{
+			Ops: []*command.TxnOp{ackOp(&command.AckItem{TransactionId: fmt.Sprint("t", i), PartitionId: m.PartitionId,
+				LeaseId: pr.LeaseId, Status: command.AckStatus_COMPLETED})},
+			Kv: []*command.KVOp{marker(fmt.Sprint("charge:", i), true)},
 		}}}))
 	}
 }
@@ -111,7 +111,7 @@ func BenchmarkDecodePush100(b *testing.B) {
 	data, _ := proto.Marshal(pushCmd("q", 100, 0))
 	b.ReportAllocs()
 	for b.Loop() {
-		var cmd fsmpb.Command
+		var cmd command.Command
 		if err := proto.Unmarshal(data, &cmd); err != nil {
 			b.Fatal(err)
 		}

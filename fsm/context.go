@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -18,7 +18,7 @@ type applyCtx struct {
 	tx      *store.Tx
 	index   uint64
 	now     int64 // µs, the entry's effective time
-	meta    *fsmpb.MetaRecord
+	meta    *command.MetaRecord
 	changes *Changes
 	touched []string
 	ordinal uint32
@@ -31,29 +31,29 @@ type applyCtx struct {
 }
 
 type queueState struct {
-	rec   *fsmpb.QueueRecord
+	rec   *command.QueueRecord
 	dirty bool
 }
 
 type partState struct {
-	rec   *fsmpb.PartitionRecord
+	rec   *command.PartitionRecord
 	dirty bool
 }
 
 type cursorState struct {
 	key   []byte
-	rec   *fsmpb.CursorRecord
+	rec   *command.CursorRecord
 	dirty bool
 	fresh bool // no record was stored
 }
 
 type groupState struct {
 	key   []byte
-	rec   *fsmpb.GroupRecord
+	rec   *command.GroupRecord
 	dirty bool
 }
 
-func newApplyCtx(tx *store.Tx, index uint64, now int64, meta *fsmpb.MetaRecord, changes *Changes) *applyCtx {
+func newApplyCtx(tx *store.Tx, index uint64, now int64, meta *command.MetaRecord, changes *Changes) *applyCtx {
 	return &applyCtx{tx: tx, index: index, now: now, meta: meta, changes: changes}
 }
 
@@ -111,7 +111,7 @@ func (c *applyCtx) queue(name string) *queueState {
 	}
 	var qs *queueState
 	if v := c.tx.Get(bQueues, prefix(name)); v != nil {
-		rec := &fsmpb.QueueRecord{}
+		rec := &command.QueueRecord{}
 		mustUnmarshal(v, rec)
 		qs = &queueState{rec: rec}
 	}
@@ -132,7 +132,7 @@ func (c *applyCtx) ensureQueue(name string) *queueState {
 			break
 		}
 	}
-	qs := &queueState{dirty: true, rec: &fsmpb.QueueRecord{
+	qs := &queueState{dirty: true, rec: &command.QueueRecord{
 		Id: c.newID(), Name: name, Namespace: ns, Task: task, CreatedUs: c.now,
 		Options: DefaultOptions(),
 	}}
@@ -148,7 +148,7 @@ func (c *applyCtx) partition(queue, name string) *partState {
 	}
 	var ps *partState
 	if v := c.tx.Get(bPartitions, []byte(key)); v != nil {
-		rec := &fsmpb.PartitionRecord{}
+		rec := &command.PartitionRecord{}
 		mustUnmarshal(v, rec)
 		ps = &partState{rec: rec}
 	}
@@ -172,7 +172,7 @@ func (c *applyCtx) ensurePartition(queue, name string) *partState {
 	if ps := c.partition(queue, name); ps != nil {
 		return ps
 	}
-	ps := &partState{dirty: true, rec: &fsmpb.PartitionRecord{
+	ps := &partState{dirty: true, rec: &command.PartitionRecord{
 		Id: c.newID(), Queue: queue, Name: name, CreatedUs: c.now, NextSeq: 1, FirstSeq: 1,
 	}}
 	c.tx.Put(bPartitionIDs, ps.rec.Id, join(queue, name))
@@ -206,7 +206,7 @@ func (c *applyCtx) cursor(pid []byte, group string) *cursorState {
 	if c.cursors == nil {
 		c.cursors = make(map[string]*cursorState)
 	}
-	cs := &cursorState{key: key, rec: &fsmpb.CursorRecord{}}
+	cs := &cursorState{key: key, rec: &command.CursorRecord{}}
 	if v := c.tx.Get(bCursors, key); v != nil {
 		mustUnmarshal(v, cs.rec)
 	} else {
@@ -228,7 +228,7 @@ func (c *applyCtx) group(queue, group string) *groupState {
 	}
 	gs := &groupState{key: key}
 	if v := c.tx.Get(bGroups, key); v != nil {
-		gs.rec = &fsmpb.GroupRecord{}
+		gs.rec = &command.GroupRecord{}
 		mustUnmarshal(v, gs.rec)
 	}
 	c.groups[string(key)] = gs

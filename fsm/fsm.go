@@ -11,7 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -45,7 +46,7 @@ type FSM struct {
 	log  *slog.Logger
 
 	// meta is the apply goroutine's copy of the stored MetaRecord.
-	meta    *fsmpb.MetaRecord
+	meta    *command.MetaRecord
 	applied atomic.Uint64
 	lastNow atomic.Int64
 	// bytes of entries applied since the last snapshot
@@ -69,20 +70,36 @@ func New(db *store.DB, opts Options) (*FSM, error) {
 }
 
 func (f *FSM) loadMeta() error {
-	meta := &fsmpb.MetaRecord{}
-	err := f.db.View(func(r store.Reader) error {
-		if v := r.Get(bMeta, metaKey); v != nil {
-			return proto.Unmarshal(v, meta)
-		}
-		return nil
+	var meta *command.MetaRecord
+	err := f.db.View(func(r store.Reader) (err error) {
+		meta, err = readMeta(r, "state file "+f.db.Path())
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("fsm: load meta: %w", err)
+		return fmt.Errorf("fsm: %w", err)
 	}
 	f.meta = meta
 	f.applied.Store(meta.AppliedIndex)
 	f.lastNow.Store(meta.LastNowUs)
 	return nil
+}
+
+// readMeta reads the meta record of a state (a new, empty one is of the
+// current format). A state of another format is a *command.FormatError.
+func readMeta(r store.Reader, what string) (*command.MetaRecord, error) {
+	meta := &command.MetaRecord{StateFormat: command.StateFormat}
+	v := r.Get(bMeta, metaKey)
+	if v == nil {
+		return meta, nil
+	}
+	meta.Reset()
+	if err := proto.Unmarshal(v, meta); err != nil {
+		return nil, fmt.Errorf("%s: meta record does not decode: %w", what, err)
+	}
+	if meta.StateFormat != command.StateFormat {
+		return nil, &command.FormatError{What: what, Found: max(meta.StateFormat, 1), Supported: command.StateFormat}
+	}
+	return meta, nil
 }
 
 // AppliedIndex is the index of the last entry whose effects are committed.
@@ -105,7 +122,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	resp := make([]interface{}, len(logs))
 	var changes Changes
-	meta := proto.Clone(f.meta).(*fsmpb.MetaRecord)
+	meta := proto.Clone(f.meta).(*command.MetaRecord)
 	start := time.Now()
 	var size int64
 	for _, l := range logs {
@@ -121,11 +138,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			if l.Type != raft.LogCommand {
 				continue
 			}
-			cmd := &fsmpb.Command{}
-			if err := proto.Unmarshal(l.Data, cmd); err != nil {
-				// A corrupt entry must stop this replica rather than let it
-				// diverge from the others.
-				panic(fmt.Sprintf("fsm: entry %d does not decode: %v", l.Index, err))
+			cmd, err := command.Decode(l.Data, fmt.Sprintf("log entry %d", l.Index))
+			if err != nil {
+				// An entry this replica cannot read (corrupt, or of a format
+				// it does not know) must stop it rather than let it diverge
+				// from the others.
+				panic("fsm: " + err.Error())
 			}
 			now := cmd.StampUs
 			if now <= meta.LastNowUs {
@@ -160,8 +178,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 
 // applyCommand runs one command in its own staged transaction and commits
 // it, or discards it when the handler refuses the command as a whole.
-func (f *FSM) applyCommand(b *store.Batch, cmd *fsmpb.Command, index uint64, now int64,
-	meta *fsmpb.MetaRecord, changes *Changes) proto.Message {
+func (f *FSM) applyCommand(b *store.Batch, cmd *command.Command, index uint64, now int64,
+	meta *command.MetaRecord, changes *Changes) proto.Message {
 	h := handlerFor(cmd)
 	if h == nil {
 		if cmd.Skippable {
@@ -169,11 +187,8 @@ func (f *FSM) applyCommand(b *store.Batch, cmd *fsmpb.Command, index uint64, now
 		}
 		panic(fmt.Sprintf("fsm: entry %d has a command this node does not know", index))
 	}
-	idem := cmd.Idempotency
-	if idem != nil && idem.Key != "" {
-		if o := storedOutcome(b.Reader(), idem.Key, now); o != nil {
-			return &fsmpb.Replay{Outcome: o} // seen before: nothing is applied
-		}
+	if rp := idempotency.Replay(b.Reader(), cmd, now); rp != nil {
+		return rp // the key was seen before: nothing is applied
 	}
 	c := newApplyCtx(b.Begin(), index, now, meta, changes)
 	start := time.Now()
@@ -190,31 +205,21 @@ func (f *FSM) applyCommand(b *store.Batch, cmd *fsmpb.Command, index uint64, now
 	} else {
 		c.commitChanges()
 	}
-	if idem != nil && idem.Key != "" {
-		if r, isErr := res.(*fsmpb.Response); !isErr || r.InternalError == "" {
-			o := &fsmpb.StoredOutcome{}
-			if rec := cmd.GetIdempotencyRecord(); rec != nil {
-				o.Status, o.Body = rec.Status, rec.Body
-			} else {
-				o.Result = mustMarshal(Wrap(res))
-			}
-			storeOutcome(b, idem, now, o)
-		}
-	}
+	idempotency.Remember(b, cmd, now, res)
 	return res
 }
 
 // runHandler runs h and flushes its cached records into the staged
 // transaction. A deterministic panic discards the command on every replica
 // alike, so the replicas stay equal and the node stays up.
-func (f *FSM) runHandler(h *handler, c *applyCtx, cmd *fsmpb.Command) (res proto.Message, keep bool) {
+func (f *FSM) runHandler(h *handler, c *applyCtx, cmd *command.Command) (res proto.Message, keep bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			f.log.Error("command panicked; its writes were discarded", "index", c.index, "op", h.name, "panic", r)
 			if m := f.opts.Metrics; m != nil {
 				m.applyPanics.Inc()
 			}
-			res, keep = &fsmpb.Response{InternalError: fmt.Sprint("internal error: ", r)}, false
+			res, keep = &command.Response{InternalError: fmt.Sprint("internal error: ", r)}, false
 		}
 	}()
 	res, keep = h.apply(c, cmd)
@@ -252,7 +257,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.restoreMu.Lock()
 	defer f.restoreMu.Unlock()
 	start := time.Now()
-	if err := f.db.Restore(rc); err != nil {
+	check := func(r store.Reader) error { _, err := readMeta(r, "snapshot"); return err }
+	if err := f.db.Restore(rc, check); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
 	if err := f.loadMeta(); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -43,9 +43,9 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) advance(d time.Duration) { h.now += d.Microseconds() }
 
-func (h *harness) entry(cmd *fsmpb.Command) *raft.Log {
+func (h *harness) entry(cmd *command.Command) *raft.Log {
 	cmd.StampUs = h.now
-	data, err := proto.Marshal(cmd)
+	data, err := command.Encode(cmd)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -55,10 +55,10 @@ func (h *harness) entry(cmd *fsmpb.Command) *raft.Log {
 	return l
 }
 
-func (h *harness) apply(cmd *fsmpb.Command) proto.Message {
+func (h *harness) apply(cmd *command.Command) proto.Message {
 	h.t.Helper()
 	res := h.f.Apply(h.entry(cmd))
-	if r, ok := res.(*fsmpb.Response); ok && r.InternalError != "" {
+	if r, ok := res.(*command.Response); ok && r.InternalError != "" {
 		h.t.Fatalf("internal error: %s", r.InternalError)
 	}
 	return res.(proto.Message)
@@ -66,50 +66,50 @@ func (h *harness) apply(cmd *fsmpb.Command) proto.Message {
 
 func newMsgID() []byte { id := uuid.Must(uuid.NewV7()); return id[:] }
 
-func item(queue, partition, txn string) *fsmpb.PushItem {
+func item(queue, partition, txn string) *command.PushItem {
 	if partition == "" {
 		partition = defaultPartition
 	}
-	return &fsmpb.PushItem{Queue: queue, Partition: partition, TransactionId: txn,
+	return &command.PushItem{Queue: queue, Partition: partition, TransactionId: txn,
 		Payload: []byte(fmt.Sprintf(`{"txn":%q}`, txn)), MessageId: newMsgID()}
 }
 
-func (h *harness) push(items ...*fsmpb.PushItem) []*fsmpb.PushItemResult {
+func (h *harness) push(items ...*command.PushItem) []*command.PushItemResult {
 	h.t.Helper()
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}}).(*fsmpb.PushResult).Items
+	return h.apply(&command.Command{Body: &command.Command_Push{Push: &command.Push{Items: items}}}).(*command.PushResult).Items
 }
 
-func (h *harness) configure(queue string, o *fsmpb.QueueOptions) *fsmpb.ConfigureResult {
+func (h *harness) configure(queue string, o *command.QueueOptions) *command.ConfigureResult {
 	h.t.Helper()
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: &fsmpb.Configure{Queue: queue, Options: o}}}).(*fsmpb.ConfigureResult)
+	return h.apply(&command.Command{Body: &command.Command_Configure{Configure: &command.Configure{Queue: queue, Options: o}}}).(*command.ConfigureResult)
 }
 
-type popOpt func(*fsmpb.Pop)
+type popOpt func(*command.Pop)
 
-func group(g string) popOpt      { return func(p *fsmpb.Pop) { p.ConsumerGroup = g } }
-func batch(n uint32) popOpt      { return func(p *fsmpb.Pop) { p.Batch = n } }
-func partitions(n uint32) popOpt { return func(p *fsmpb.Pop) { p.Partitions = n } }
-func fromAll() popOpt            { return func(p *fsmpb.Pop) { p.Subscription = fsmpb.Pop_DEFAULT_ALL } }
-func fromNew() popOpt            { return func(p *fsmpb.Pop) { p.Subscription = fsmpb.Pop_NEW } }
-func autoAck() popOpt            { return func(p *fsmpb.Pop) { p.AutoAck = true } }
+func group(g string) popOpt      { return func(p *command.Pop) { p.ConsumerGroup = g } }
+func batch(n uint32) popOpt      { return func(p *command.Pop) { p.Batch = n } }
+func partitions(n uint32) popOpt { return func(p *command.Pop) { p.Partitions = n } }
+func fromAll() popOpt            { return func(p *command.Pop) { p.Subscription = command.Pop_DEFAULT_ALL } }
+func fromNew() popOpt            { return func(p *command.Pop) { p.Subscription = command.Pop_NEW } }
+func autoAck() popOpt            { return func(p *command.Pop) { p.AutoAck = true } }
 func onPartition(n string) popOpt {
-	return func(p *fsmpb.Pop) { p.Partition, p.HasPartition = n, true }
+	return func(p *command.Pop) { p.Partition, p.HasPartition = n, true }
 }
 func fromTime(us int64) popOpt {
-	return func(p *fsmpb.Pop) { p.Subscription, p.SubscriptionFromUs = fsmpb.Pop_FROM, us }
+	return func(p *command.Pop) { p.Subscription, p.SubscriptionFromUs = command.Pop_FROM, us }
 }
 
-func (h *harness) pop(queue string, opts ...popOpt) *fsmpb.PopResult {
+func (h *harness) pop(queue string, opts ...popOpt) *command.PopResult {
 	h.t.Helper()
-	p := &fsmpb.Pop{Queue: queue, Batch: 1, Partitions: 1, LeaseId: uuid.NewString()}
+	p := &command.Pop{Queue: queue, Batch: 1, Partitions: 1, LeaseId: uuid.NewString()}
 	for _, o := range opts {
 		o(p)
 	}
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: p}}).(*fsmpb.PopResult)
+	return h.apply(&command.Command{Body: &command.Command_Pop{Pop: p}}).(*command.PopResult)
 }
 
 // txns returns the transactionIds of a pop, in order.
-func (h *harness) txns(pr *fsmpb.PopResult) []string {
+func (h *harness) txns(pr *command.PopResult) []string {
 	h.t.Helper()
 	var out []string
 	h.read(func(r *Reader) {
@@ -132,29 +132,29 @@ func (h *harness) read(fn func(r *Reader)) {
 }
 
 // ackOf builds an ack item for the i-th message of a pop.
-func (h *harness) ackOf(pr *fsmpb.PopResult, i int, status string) *fsmpb.AckItem {
+func (h *harness) ackOf(pr *command.PopResult, i int, status command.AckStatus) *command.AckItem {
 	h.t.Helper()
 	m := pr.Messages[i]
-	return &fsmpb.AckItem{TransactionId: h.txns(pr)[i], PartitionId: m.PartitionId,
+	return &command.AckItem{TransactionId: h.txns(pr)[i], PartitionId: m.PartitionId,
 		ConsumerGroup: groupArg(pr.ConsumerGroup), LeaseId: pr.LeaseId, Status: status}
 }
 
 func groupArg(g string) string {
-	if g == QueueModeGroup {
+	if g == command.QueueModeGroup {
 		return ""
 	}
 	return g
 }
 
-func (h *harness) ack(items ...*fsmpb.AckItem) []*fsmpb.AckItemResult {
+func (h *harness) ack(items ...*command.AckItem) []*command.AckItemResult {
 	h.t.Helper()
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: items}}}).(*fsmpb.AckResult).Items
+	return h.apply(&command.Command{Body: &command.Command_Ack{Ack: &command.Ack{Items: items}}}).(*command.AckResult).Items
 }
 
 // ackAll acks every message of a pop as completed in one entry.
-func (h *harness) ackAll(pr *fsmpb.PopResult, status string) []*fsmpb.AckItemResult {
+func (h *harness) ackAll(pr *command.PopResult, status command.AckStatus) []*command.AckItemResult {
 	h.t.Helper()
-	var items []*fsmpb.AckItem
+	var items []*command.AckItem
 	for i := range pr.Messages {
 		items = append(items, h.ackOf(pr, i, status))
 	}

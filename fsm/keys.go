@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/binary"
 
+	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/store"
 )
@@ -22,21 +23,16 @@ var (
 	bDLQ          = store.Bucket("dlq")           // queueId failed index n → DLQRecord
 	bDLQTime      = store.Bucket("dlq_time")      // failed index n → queueId
 	bGraveyard    = store.Bucket("graveyard")     // kind id → nil: data of deleted queues to purge
-	bIdem         = store.Bucket("idempotency")   // key → IdempotencyRecord
-	bIdemExpiry   = store.Bucket("idem_expiry")   // expires key → nil
 	bTimers       = store.Bucket("timers")        // queue 0 timerKey → TimerRecord
 	bTimerDue     = store.Bucket("timer_due")     // due queue 0 timerKey → nil
 )
 
 // Buckets lists every bucket, for store.Open.
-var Buckets = []store.Bucket{bMeta, bQueues, bPartitions, bPartitionIDs, bMessages, bDedup,
-	bCursors, bGroups, bLeaseIndex, bDLQ, bDLQTime, bGraveyard, bIdem, bIdemExpiry, bTimers, bTimerDue,
-	kvstore.BucketEntries, kvstore.BucketExpiry}
+var Buckets = append([]store.Bucket{bMeta, bQueues, bPartitions, bPartitionIDs, bMessages, bDedup,
+	bCursors, bGroups, bLeaseIndex, bDLQ, bDLQTime, bGraveyard, bTimers, bTimerDue,
+	kvstore.BucketEntries, kvstore.BucketExpiry}, idempotency.Buckets...)
 
 var metaKey = []byte("meta")
-
-// QueueModeGroup is the implicit consumer group of a pop without consumerGroup.
-const QueueModeGroup = "__QUEUE_MODE__"
 
 func join(a, b string) []byte {
 	k := make([]byte, 0, len(a)+1+len(b))

@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/leases"
 )
 
@@ -17,9 +17,9 @@ const (
 
 // applyExtendLease extends every partition lease that carries the leaseId
 // (all partitions of a multi-partition pop).
-func applyExtendLease(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyExtendLease(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetExtendLease()
-	res := &fsmpb.ExtendResult{}
+	res := &command.ExtendResult{}
 	found := 0
 	for _, ref := range c.leaseHolders(in.LeaseId) {
 		cs := c.cursor(ref.pid, ref.group)

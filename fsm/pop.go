@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/store"
 )
@@ -29,9 +29,9 @@ func earliest(a, b int64) int64 {
 // queue mode and "all" subscriptions at the beginning, "new" and timestamp
 // subscriptions after the last message created at or before the
 // subscription time.
-func startConsumed(r store.Reader, p *fsmpb.PartitionRecord, group string, g *fsmpb.GroupRecord) uint64 {
+func startConsumed(r store.Reader, p *command.PartitionRecord, group string, g *command.GroupRecord) uint64 {
 	begin := p.FirstSeq - 1
-	if group == QueueModeGroup || g == nil || g.Mode == fsmpb.GroupRecord_ALL {
+	if group == command.QueueModeGroup || g == nil || g.Mode == command.GroupRecord_ALL {
 		return begin
 	}
 	last := p.NextSeq - 1
@@ -60,7 +60,7 @@ func startConsumed(r store.Reader, p *fsmpb.PartitionRecord, group string, g *fs
 
 // evaluate decides whether the group can claim p now. cur.Consumed must
 // already hold the group's start in p.
-func evaluate(r store.Reader, q *fsmpb.QueueRecord, p *fsmpb.PartitionRecord, cur *fsmpb.CursorRecord, now int64) eligibility {
+func evaluate(r store.Reader, q *command.QueueRecord, p *command.PartitionRecord, cur *command.CursorRecord, now int64) eligibility {
 	consumed := cur.Consumed
 	if consumed < p.FirstSeq-1 {
 		consumed = p.FirstSeq - 1
@@ -125,7 +125,7 @@ const MaxPopBytes = 16 << 20
 // deliverable lists up to budget seqs after consumed, in order, stopping at
 // the first message still inside delayedProcessing (delay holds the lane)
 // and before the byte budget runs out.
-func deliverable(r store.Reader, q *fsmpb.QueueRecord, p *fsmpb.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64) []uint64 {
+func deliverable(r store.Reader, q *command.QueueRecord, p *command.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64) []uint64 {
 	delay := q.Options.GetDelayedProcessing() * 1e6
 	var seqs []uint64
 	c := r.Cursor(bMessages)
@@ -142,13 +142,13 @@ func deliverable(r store.Reader, q *fsmpb.QueueRecord, p *fsmpb.PartitionRecord,
 	return seqs
 }
 
-func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetPop()
 	group := in.ConsumerGroup
 	if group == "" {
-		group = QueueModeGroup
+		group = command.QueueModeGroup
 	}
-	res := &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: group}
+	res := &command.PopResult{Queue: in.Queue, ConsumerGroup: group}
 	if c.meta.PopMaintenance {
 		return res, true
 	}
@@ -167,15 +167,15 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		if gs.rec == nil {
 			// First contact of this group with this queue: record where it
 			// starts, even if this pop finds nothing (spec §5.7).
-			gs.rec = &fsmpb.GroupRecord{CreatedUs: c.now}
+			gs.rec = &command.GroupRecord{CreatedUs: c.now}
 			switch in.Subscription {
-			case fsmpb.Pop_NEW:
-				gs.rec.Mode, gs.rec.FromUs = fsmpb.GroupRecord_FROM, c.now
-			case fsmpb.Pop_FROM:
-				gs.rec.Mode, gs.rec.FromUs = fsmpb.GroupRecord_FROM, in.SubscriptionFromUs
+			case command.Pop_NEW:
+				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, c.now
+			case command.Pop_FROM:
+				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, in.SubscriptionFromUs
 			}
-			if group == QueueModeGroup {
-				gs.rec.Mode, gs.rec.FromUs = fsmpb.GroupRecord_ALL, 0
+			if group == command.QueueModeGroup {
+				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_ALL, 0
 			}
 			gs.dirty = true
 		}
@@ -209,7 +209,7 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 			}
 			cs.dirty = true
 			for _, s := range seqs {
-				res.Messages = append(res.Messages, &fsmpb.PoppedMessage{
+				res.Messages = append(res.Messages, &command.PoppedMessage{
 					PartitionId: ps.rec.Id, Partition: ps.rec.Name, Queue: qname, Seq: s, RetryCount: cs.rec.RetryCount,
 				})
 			}
@@ -245,7 +245,7 @@ func applyPop(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 
 // popQueues lists the queues a pop takes from: its one queue, or for a
 // namespace/task pop every matching queue, highest priority first.
-func (c *applyCtx) popQueues(in *fsmpb.Pop) []string {
+func (c *applyCtx) popQueues(in *command.Pop) []string {
 	if in.Queue != "" || in.Namespace == "" {
 		return []string{in.Queue}
 	}
@@ -256,7 +256,7 @@ func (c *applyCtx) popQueues(in *fsmpb.Pop) []string {
 	var cands []cand
 	cur := c.tx.Cursor(bQueues)
 	for k, v := cur.First(); k != nil; k, v = cur.Next() {
-		rec := &fsmpb.QueueRecord{}
+		rec := &command.QueueRecord{}
 		mustUnmarshal(v, rec)
 		if rec.Namespace == in.Namespace && (in.Task == "" || rec.Task == in.Task) {
 			cands = append(cands, cand{rec.Name, rec.Options.GetPriority()})
@@ -287,7 +287,7 @@ func (c *applyCtx) eachPartitionFrom(queue, after string, fn func(*partState) bo
 			}
 			ps, ok := c.parts[string(k)]
 			if !ok {
-				rec := &fsmpb.PartitionRecord{}
+				rec := &command.PartitionRecord{}
 				mustUnmarshal(v, rec)
 				ps = &partState{rec: rec}
 				c.cachePartition(string(k), ps)

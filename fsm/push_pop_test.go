@@ -5,21 +5,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 func TestPushCreatesQueueAndDedupsPerPartition(t *testing.T) {
 	h := newHarness(t)
 	r := h.push(item("orders", "p1", "t1"), item("orders", "p1", "t1"), item("orders", "p2", "t1"))
-	eq(t, "first", r[0].Status, fsmpb.PushItemResult_QUEUED)
+	eq(t, "first", r[0].Status, command.PushItemResult_QUEUED)
 	// Repeated inside one request: duplicate with the first one's id.
-	eq(t, "second", r[1].Status, fsmpb.PushItemResult_DUPLICATE)
+	eq(t, "second", r[1].Status, command.PushItemResult_DUPLICATE)
 	eq(t, "dup id", string(r[1].MessageId), string(r[0].MessageId))
 	// Another partition: a new message.
-	eq(t, "other partition", r[2].Status, fsmpb.PushItemResult_QUEUED)
+	eq(t, "other partition", r[2].Status, command.PushItemResult_QUEUED)
 	// A later entry: still a duplicate, with the original id.
 	again := h.push(item("orders", "p1", "t1"))
-	eq(t, "later dup", again[0].Status, fsmpb.PushItemResult_DUPLICATE)
+	eq(t, "later dup", again[0].Status, command.PushItemResult_DUPLICATE)
 	eq(t, "later dup id", string(again[0].MessageId), string(r[0].MessageId))
 	h.read(func(rd *Reader) {
 		q := rd.Queue("orders")
@@ -55,7 +55,7 @@ func TestPopFIFOAndLeaseIsExclusivePerPartitionAndGroup(t *testing.T) {
 	g := h.pop("q", group("other"), fromAll(), batch(10))
 	eqList(t, "other group", h.txns(g), []string{"m0", "m1", "m2", "m3", "m4"})
 	// Acking the whole delivered run releases the lease; delivery continues in order.
-	res := h.ackAll(a, StatusCompleted)
+	res := h.ackAll(a, command.AckStatus_COMPLETED)
 	eq(t, "second ack releases", res[1].LeaseReleased, true)
 	c := h.pop("q", batch(10))
 	eqList(t, "after ack", h.txns(c), []string{"m2", "m3", "m4"})
@@ -97,10 +97,10 @@ func TestMultiPartitionPopSharesOneLeaseAndReleasesPerPartition(t *testing.T) {
 	}
 	eq(t, "distinct partitions", len(pids), 3)
 	// One extend extends every partition it holds.
-	ext := h.apply(&fsmpb.Command{Body: &fsmpb.Command_ExtendLease{ExtendLease: &fsmpb.ExtendLease{LeaseId: r.LeaseId, Seconds: 600}}}).(*fsmpb.ExtendResult)
+	ext := h.apply(&command.Command{Body: &command.Command_ExtendLease{ExtendLease: &command.ExtendLease{LeaseId: r.LeaseId, Seconds: 600}}}).(*command.ExtendResult)
 	eq(t, "extend", ext.Success, true)
 	released := 0
-	for _, a := range h.ackAll(r, StatusCompleted) {
+	for _, a := range h.ackAll(r, command.AckStatus_COMPLETED) {
 		eq(t, "ack", a.Success, true)
 		if a.LeaseReleased {
 			released++
@@ -111,7 +111,7 @@ func TestMultiPartitionPopSharesOneLeaseAndReleasesPerPartition(t *testing.T) {
 
 func TestLeaseExpiryRedeliversWithoutSpendingARetry(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{LeaseTime: ptr(int64(1))})
+	h.configure("q", &command.QueueOptions{LeaseTime: ptr(int64(1))})
 	h.push(item("q", "", "a"))
 	first := h.pop("q")
 	eq(t, "first", len(first.Messages), 1)
@@ -120,13 +120,13 @@ func TestLeaseExpiryRedeliversWithoutSpendingARetry(t *testing.T) {
 	eqList(t, "redelivered", h.txns(second), []string{"a"})
 	eq(t, "retryCount", second.Messages[0].RetryCount, uint32(0))
 	// The old lease is fenced off.
-	res := h.ack(h.ackOf(first, 0, StatusCompleted))
+	res := h.ack(h.ackOf(first, 0, command.AckStatus_COMPLETED))
 	eq(t, "stale ack", res[0].Success, false)
 	eq(t, "stale ack error", res[0].Error, "Invalid or expired lease")
-	res = h.ack(h.ackOf(second, 0, StatusCompleted))
+	res = h.ack(h.ackOf(second, 0, command.AckStatus_COMPLETED))
 	eq(t, "live ack", res[0].Success, true)
 	// A retried ack of an acked message is a success (lost reply).
-	res = h.ack(h.ackOf(second, 0, StatusCompleted))
+	res = h.ack(h.ackOf(second, 0, command.AckStatus_COMPLETED))
 	eq(t, "retried ack", res[0].Success, true)
 	eq(t, "retried ack noop", res[0].Noop, true)
 }
@@ -136,10 +136,10 @@ func ptr[T any](v T) *T { return &v }
 func TestAckOfUnknownMessage(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "", "a"))
-	res := h.ack(&fsmpb.AckItem{TransactionId: "nope", PartitionId: newMsgID(), Status: StatusCompleted})
+	res := h.ack(&command.AckItem{TransactionId: "nope", PartitionId: newMsgID(), Status: command.AckStatus_COMPLETED})
 	eq(t, "unknown partition", res[0].Error, "Message not found")
 	r := h.pop("q")
-	res = h.ack(&fsmpb.AckItem{TransactionId: "nope", PartitionId: r.Messages[0].PartitionId, Status: StatusCompleted})
+	res = h.ack(&command.AckItem{TransactionId: "nope", PartitionId: r.Messages[0].PartitionId, Status: command.AckStatus_COMPLETED})
 	eq(t, "unknown txn", res[0].Error, "Message not found")
 }
 
@@ -149,20 +149,20 @@ func TestOutOfOrderAcksAdvanceTheContiguousPrefixOnly(t *testing.T) {
 		h.push(item("q", "", fmt.Sprint("m", i)))
 	}
 	r := h.pop("q", batch(3))
-	res := h.ack(h.ackOf(r, 2, StatusCompleted))
+	res := h.ack(h.ackOf(r, 2, command.AckStatus_COMPLETED))
 	eq(t, "ack m2", res[0].Success, true)
 	eq(t, "not released", res[0].LeaseReleased, false)
 	h.read(func(rd *Reader) {
-		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(0))
+		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, command.QueueModeGroup).Consumed, uint64(0))
 	})
-	h.ack(h.ackOf(r, 0, StatusCompleted))
+	h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))
 	h.read(func(rd *Reader) {
-		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(1))
+		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, command.QueueModeGroup).Consumed, uint64(1))
 	})
-	res = h.ack(h.ackOf(r, 1, StatusCompleted))
+	res = h.ack(h.ackOf(r, 1, command.AckStatus_COMPLETED))
 	eq(t, "gap closed releases", res[0].LeaseReleased, true)
 	h.read(func(rd *Reader) {
-		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(3))
+		eq(t, "cursor", rd.Cursor(r.Messages[0].PartitionId, command.QueueModeGroup).Consumed, uint64(3))
 	})
 }
 
@@ -192,7 +192,7 @@ func TestSubscriptionModes(t *testing.T) {
 	all := h.pop("q", group("g-all"), fromAll(), batch(5))
 	eqList(t, "all", h.txns(all), []string{"old0", "old1", "old2", "old3", "old4"})
 	// Once recorded, a later request's mode is ignored.
-	h.ackAll(all, StatusCompleted)
+	h.ackAll(all, command.AckStatus_COMPLETED)
 	eqList(t, "all continues", h.txns(h.pop("q", group("g-all"), fromNew(), batch(10))), []string{"new0", "new1", "new2"})
 	// A new partition created later is covered by the "new" record from its start.
 	h.push(item("q", "later", "late0"))
@@ -213,13 +213,13 @@ func TestSubscriptionFromTimestamp(t *testing.T) {
 
 func TestDelayedProcessingHoldsTheLane(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{DelayedProcessing: ptr(int64(2))})
+	h.configure("q", &command.QueueOptions{DelayedProcessing: ptr(int64(2))})
 	h.push(item("q", "", "a"))
 	h.advance(time.Second)
 	h.push(item("q", "", "b"))
 	eq(t, "too early", len(h.pop("q", batch(10)).Messages), 0)
 	h.read(func(rd *Reader) {
-		ready := rd.PopReadiness(&fsmpb.Pop{Queue: "q"}, h.now)
+		ready := rd.PopReadiness(&command.Pop{Queue: "q"}, h.now)
 		eq(t, "ready", ready.Ready, false)
 		// a was created at the entry's effective time, a µs or so after its stamp.
 		if due := h.now + time.Second.Microseconds(); ready.NextUs < due || ready.NextUs > due+10 {
@@ -232,7 +232,7 @@ func TestDelayedProcessingHoldsTheLane(t *testing.T) {
 
 func TestWindowBufferHoldsThePartitionUntilItsNewestMessageIsOldEnough(t *testing.T) {
 	h := newHarness(t)
-	h.configure("q", &fsmpb.QueueOptions{WindowBuffer: ptr(int64(2))})
+	h.configure("q", &command.QueueOptions{WindowBuffer: ptr(int64(2))})
 	for i := 0; i < 3; i++ {
 		h.push(item("q", "", fmt.Sprint("m", i)))
 		h.advance(100 * time.Millisecond)
@@ -262,7 +262,7 @@ func TestWildcardPopRotatesAcrossPartitions(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		r := h.pop("q")
 		seen[r.Messages[0].Partition]++
-		h.ackAll(r, StatusCompleted)
+		h.ackAll(r, command.AckStatus_COMPLETED)
 	}
 	for p := 0; p < 3; p++ {
 		eq(t, fmt.Sprint("pops from p", p), seen[fmt.Sprint("p", p)], 2)
@@ -271,10 +271,10 @@ func TestWildcardPopRotatesAcrossPartitions(t *testing.T) {
 
 func TestNamespacePopTakesFromMatchingQueuesByPriority(t *testing.T) {
 	h := newHarness(t)
-	h.apply(&fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: &fsmpb.Configure{Queue: "low", Namespace: "ns", HasNamespace: true, Options: &fsmpb.QueueOptions{Priority: ptr(int64(1))}}}})
-	h.apply(&fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: &fsmpb.Configure{Queue: "high", Namespace: "ns", HasNamespace: true, Options: &fsmpb.QueueOptions{Priority: ptr(int64(9))}}}})
+	h.apply(&command.Command{Body: &command.Command_Configure{Configure: &command.Configure{Queue: "low", Namespace: "ns", HasNamespace: true, Options: &command.QueueOptions{Priority: ptr(int64(1))}}}})
+	h.apply(&command.Command{Body: &command.Command_Configure{Configure: &command.Configure{Queue: "high", Namespace: "ns", HasNamespace: true, Options: &command.QueueOptions{Priority: ptr(int64(9))}}}})
 	h.push(item("low", "", "l"), item("high", "", "h"))
-	r := h.apply(&fsmpb.Command{Body: &fsmpb.Command_Pop{Pop: &fsmpb.Pop{Namespace: "ns", Batch: 1, LeaseId: "L"}}}).(*fsmpb.PopResult)
+	r := h.apply(&command.Command{Body: &command.Command_Pop{Pop: &command.Pop{Namespace: "ns", Batch: 1, LeaseId: "L"}}}).(*command.PopResult)
 	eq(t, "queue", r.Messages[0].Queue, "high")
 }
 
@@ -300,7 +300,7 @@ func TestPopStopsAtTheByteBudgetButAlwaysDeliversOne(t *testing.T) {
 	}
 	r := h.pop("q", batch(100))
 	eq(t, "messages under 16 MiB", len(r.Messages), 2)
-	h.ackAll(r, StatusCompleted)
+	h.ackAll(r, command.AckStatus_COMPLETED)
 	huge := item("q2", "", "huge")
 	huge.Payload = make([]byte, MaxPopBytes+10)
 	for i := range huge.Payload {

@@ -3,14 +3,14 @@ package fsm
 import (
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 // DefaultOptions are a new queue's options (spec §4.1).
-func DefaultOptions() *fsmpb.QueueOptions {
+func DefaultOptions() *command.QueueOptions {
 	i := func(v int64) *int64 { return &v }
 	b := func(v bool) *bool { return &v }
-	return &fsmpb.QueueOptions{
+	return &command.QueueOptions{
 		LeaseTime: i(300), RetryLimit: i(3), RetryDelay: i(1000), MaxSize: i(0),
 		DelayedProcessing: i(0), WindowBuffer: i(0), Priority: i(0), Ttl: i(3600),
 		RetentionEnabled: b(false), RetentionSeconds: i(0), CompletedRetentionSeconds: i(0),
@@ -21,7 +21,7 @@ func DefaultOptions() *fsmpb.QueueOptions {
 
 // mergeOptions sets in dst every option that src names (2.0 merge
 // semantics: an option not named keeps its value).
-func mergeOptions(dst, src *fsmpb.QueueOptions) {
+func mergeOptions(dst, src *command.QueueOptions) {
 	if src == nil {
 		return
 	}
@@ -31,8 +31,8 @@ func mergeOptions(dst, src *fsmpb.QueueOptions) {
 }
 
 // OptionsOut flattens stored options for a result.
-func OptionsOut(o *fsmpb.QueueOptions) *fsmpb.QueueOptionsOut {
-	return &fsmpb.QueueOptionsOut{
+func OptionsOut(o *command.QueueOptions) *command.QueueOptionsOut {
+	return &command.QueueOptionsOut{
 		LeaseTime: o.GetLeaseTime(), RetryLimit: o.GetRetryLimit(), RetryDelay: o.GetRetryDelay(),
 		MaxSize: o.GetMaxSize(), DelayedProcessing: o.GetDelayedProcessing(),
 		WindowBuffer: o.GetWindowBuffer(), Priority: o.GetPriority(), Ttl: o.GetTtl(),
@@ -44,7 +44,7 @@ func OptionsOut(o *fsmpb.QueueOptions) *fsmpb.QueueOptionsOut {
 }
 
 // leaseSeconds is the lease length of a pop: 0 falls back to 60 (spec §4.1).
-func leaseSeconds(o *fsmpb.QueueOptions, override int64) int64 {
+func leaseSeconds(o *command.QueueOptions, override int64) int64 {
 	if override > 0 {
 		return override
 	}
@@ -56,7 +56,7 @@ func leaseSeconds(o *fsmpb.QueueOptions, override int64) int64 {
 
 const defaultPartition = "Default"
 
-func applyConfigure(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyConfigure(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetConfigure()
 	qs := c.ensureQueue(in.Queue)
 	if in.HasNamespace {
@@ -69,7 +69,7 @@ func applyConfigure(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 	qs.dirty = true
 	ps := c.ensurePartition(in.Queue, defaultPartition)
 	c.touch(in.Queue) // a shorter window or delay may make messages deliverable
-	return &fsmpb.ConfigureResult{
+	return &command.ConfigureResult{
 		QueueId: qs.rec.Id, PartitionId: ps.rec.Id, Queue: qs.rec.Name,
 		Namespace: qs.rec.Namespace, Task: qs.rec.Task, Options: OptionsOut(qs.rec.Options),
 	}, true
@@ -80,18 +80,18 @@ func applyConfigure(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 // letters) is keyed by ids that are never reused, so it is invisible from
 // now on; it goes to the graveyard, and sweep entries purge it in bounded
 // steps. Deleting a missing queue is a success (idempotent).
-func applyDeleteQueue(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyDeleteQueue(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	name := cmd.GetDeleteQueue().Queue
 	qs := c.queue(name)
 	if qs == nil {
-		return &fsmpb.DeleteQueueResult{Existed: false}, true
+		return &command.DeleteQueueResult{Existed: false}, true
 	}
 	c.tx.Put(bGraveyard, graveKey(graveQueue, qs.rec.Id), nil)
 	pfx := prefix(name)
 	cur := c.tx.Cursor(bPartitions)
 	var partKeys [][]byte
 	for k, v := cur.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = cur.Next() {
-		rec := &fsmpb.PartitionRecord{}
+		rec := &command.PartitionRecord{}
 		mustUnmarshal(v, rec)
 		partKeys = append(partKeys, append([]byte(nil), k...))
 		c.tx.Put(bGraveyard, graveKey(gravePartition, rec.Id), nil)
@@ -115,7 +115,7 @@ func applyDeleteQueue(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 	c.tx.Delete(bQueues, pfx)
 	c.queues[name] = nil
 	c.touch(name)
-	return &fsmpb.DeleteQueueResult{Existed: true}, true
+	return &command.DeleteQueueResult{Existed: true}, true
 }
 
 // Graveyard kinds.

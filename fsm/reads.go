@@ -6,7 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/store"
@@ -24,66 +25,66 @@ func decode[T proto.Message](v []byte, m T) T {
 }
 
 // Meta returns the FSM's bookkeeping record.
-func (rd *Reader) Meta() *fsmpb.MetaRecord {
+func (rd *Reader) Meta() *command.MetaRecord {
 	if v := rd.r.Get(bMeta, metaKey); v != nil {
-		return decode(v, &fsmpb.MetaRecord{})
+		return decode(v, &command.MetaRecord{})
 	}
-	return &fsmpb.MetaRecord{}
+	return &command.MetaRecord{}
 }
 
 // Queue returns a queue, or nil.
-func (rd *Reader) Queue(name string) *fsmpb.QueueRecord {
+func (rd *Reader) Queue(name string) *command.QueueRecord {
 	if v := rd.r.Get(bQueues, prefix(name)); v != nil {
-		return decode(v, &fsmpb.QueueRecord{})
+		return decode(v, &command.QueueRecord{})
 	}
 	return nil
 }
 
 // Queues lists every queue in name order.
-func (rd *Reader) Queues() []*fsmpb.QueueRecord {
-	var out []*fsmpb.QueueRecord
+func (rd *Reader) Queues() []*command.QueueRecord {
+	var out []*command.QueueRecord
 	c := rd.r.Cursor(bQueues)
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		out = append(out, decode(v, &fsmpb.QueueRecord{}))
+		out = append(out, decode(v, &command.QueueRecord{}))
 	}
 	return out
 }
 
 // Partitions lists a queue's partitions in name order.
-func (rd *Reader) Partitions(queue string) []*fsmpb.PartitionRecord {
-	var out []*fsmpb.PartitionRecord
+func (rd *Reader) Partitions(queue string) []*command.PartitionRecord {
+	var out []*command.PartitionRecord
 	pfx := prefix(queue)
 	c := rd.r.Cursor(bPartitions)
 	for k, v := c.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = c.Next() {
-		out = append(out, decode(v, &fsmpb.PartitionRecord{}))
+		out = append(out, decode(v, &command.PartitionRecord{}))
 	}
 	return out
 }
 
 // PartitionByID returns a partition, or nil.
-func (rd *Reader) PartitionByID(pid []byte) *fsmpb.PartitionRecord {
+func (rd *Reader) PartitionByID(pid []byte) *command.PartitionRecord {
 	v := rd.r.Get(bPartitionIDs, pid)
 	if v == nil {
 		return nil
 	}
 	if pv := rd.r.Get(bPartitions, v); pv != nil {
-		return decode(pv, &fsmpb.PartitionRecord{})
+		return decode(pv, &command.PartitionRecord{})
 	}
 	return nil
 }
 
 // Message returns a stored message, or nil.
-func (rd *Reader) Message(pid []byte, seq uint64) *fsmpb.MessageRecord {
+func (rd *Reader) Message(pid []byte, seq uint64) *command.MessageRecord {
 	if v := rd.r.Get(bMessages, messageKey(pid, seq)); v != nil {
-		return decode(v, &fsmpb.MessageRecord{})
+		return decode(v, &command.MessageRecord{})
 	}
 	return nil
 }
 
 // Cursor returns a group's cursor in a partition, or nil.
-func (rd *Reader) Cursor(pid []byte, group string) *fsmpb.CursorRecord {
+func (rd *Reader) Cursor(pid []byte, group string) *command.CursorRecord {
 	if v := rd.r.Get(bCursors, pidKey(pid, group)); v != nil {
-		return decode(v, &fsmpb.CursorRecord{})
+		return decode(v, &command.CursorRecord{})
 	}
 	return nil
 }
@@ -100,37 +101,37 @@ type PopReadiness struct {
 }
 
 // PopReadiness judges a pop at time now with the same rules apply uses.
-func (rd *Reader) PopReadiness(in *fsmpb.Pop, now int64) PopReadiness {
+func (rd *Reader) PopReadiness(in *command.Pop, now int64) PopReadiness {
 	var out PopReadiness
 	if rd.Meta().PopMaintenance {
 		return out
 	}
 	group := in.ConsumerGroup
 	if group == "" {
-		group = QueueModeGroup
+		group = command.QueueModeGroup
 	}
 	for _, qname := range rd.popQueues(in) {
 		q := rd.Queue(qname)
 		if q == nil {
 			continue
 		}
-		var g *fsmpb.GroupRecord
+		var g *command.GroupRecord
 		if v := rd.r.Get(bGroups, join(qname, group)); v != nil {
-			g = decode(v, &fsmpb.GroupRecord{})
+			g = decode(v, &command.GroupRecord{})
 		} else {
 			return PopReadiness{Ready: true} // first contact is recorded by an entry
 		}
-		check := func(p *fsmpb.PartitionRecord) bool {
+		check := func(p *command.PartitionRecord) bool {
 			cur := rd.Cursor(p.Id, group)
 			if cur == nil {
-				cur = &fsmpb.CursorRecord{Consumed: startConsumed(rd.r, p, group, g)}
+				cur = &command.CursorRecord{Consumed: startConsumed(rd.r, p, group, g)}
 			}
 			e := evaluate(rd.r, q, p, cur, now)
 			out.NextUs = earliest(out.NextUs, e.nextUs)
 			return e.ok
 		}
 		if in.HasPartition {
-			if v := rd.r.Get(bPartitions, join(qname, in.Partition)); v != nil && check(decode(v, &fsmpb.PartitionRecord{})) {
+			if v := rd.r.Get(bPartitions, join(qname, in.Partition)); v != nil && check(decode(v, &command.PartitionRecord{})) {
 				return PopReadiness{Ready: true}
 			}
 			continue
@@ -138,7 +139,7 @@ func (rd *Reader) PopReadiness(in *fsmpb.Pop, now int64) PopReadiness {
 		pfx := prefix(qname)
 		c := rd.r.Cursor(bPartitions)
 		for k, v := c.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = c.Next() {
-			if check(decode(v, &fsmpb.PartitionRecord{})) {
+			if check(decode(v, &command.PartitionRecord{})) {
 				return PopReadiness{Ready: true}
 			}
 		}
@@ -146,7 +147,7 @@ func (rd *Reader) PopReadiness(in *fsmpb.Pop, now int64) PopReadiness {
 	return out
 }
 
-func (rd *Reader) popQueues(in *fsmpb.Pop) []string {
+func (rd *Reader) popQueues(in *command.Pop) []string {
 	if in.Queue != "" || in.Namespace == "" {
 		return []string{in.Queue}
 	}
@@ -175,12 +176,12 @@ func (s *PartitionStats) Add(o PartitionStats) {
 }
 
 // Stats counts a partition's messages against the queue-mode cursor.
-func (rd *Reader) Stats(p *fsmpb.PartitionRecord, now int64) PartitionStats {
+func (rd *Reader) Stats(p *command.PartitionRecord, now int64) PartitionStats {
 	st := PartitionStats{Total: p.Count}
 	last := p.NextSeq - 1
 	consumed := p.FirstSeq - 1
 	var processing uint64
-	if cur := rd.Cursor(p.Id, QueueModeGroup); cur != nil {
+	if cur := rd.Cursor(p.Id, command.QueueModeGroup); cur != nil {
 		consumed = max(consumed, cur.Consumed)
 		if leases.Live(cur.Lease, now) && cur.Lease.LastSeq > consumed {
 			processing = cur.Lease.LastSeq - consumed - uint64(len(cur.Lease.Acked))
@@ -208,17 +209,17 @@ type DLQFilter struct {
 }
 
 // DeadLetters lists dead letters newest first, and how many match in all.
-func (rd *Reader) DeadLetters(f DLQFilter) ([]*fsmpb.DLQRecord, int) {
-	match := func(d *fsmpb.DLQRecord) bool {
+func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
+	match := func(d *command.DLQRecord) bool {
 		return (f.ConsumerGroup == "" || d.ConsumerGroup == f.ConsumerGroup) &&
 			(f.Partition == "" || d.Partition == f.Partition) &&
 			(f.FromUs == 0 || d.FailedUs >= f.FromUs) &&
 			(f.ToUs == 0 || d.FailedUs <= f.ToUs)
 	}
-	var out []*fsmpb.DLQRecord
+	var out []*command.DLQRecord
 	total := 0
 	take := func(v []byte) {
-		d := decode(v, &fsmpb.DLQRecord{})
+		d := decode(v, &command.DLQRecord{})
 		if !match(d) {
 			return
 		}
@@ -274,7 +275,7 @@ func (rd *Reader) queueIDLive(id []byte) bool {
 }
 
 // KV answers a KV read at time now.
-func (rd *Reader) KV(op *fsmpb.KVOp, now int64) *fsmpb.KVResult {
+func (rd *Reader) KV(op *command.KVOp, now int64) *command.KVResult {
 	return kvstore.Read(rd.r, op, now)
 }
 
@@ -286,7 +287,7 @@ func (rd *Reader) SweepDue(now int64) bool {
 	if kvstore.HasDue(rd.r, now) {
 		return true
 	}
-	if k, _ := rd.r.Cursor(bIdemExpiry).First(); k != nil && int64(beUint64(k)) <= now {
+	if idempotency.Due(rd.r, now) {
 		return true
 	}
 	c := rd.r.Cursor(bLeaseIndex)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -22,14 +22,14 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 	rng := rand.New(rand.NewSource(seed))
 	queues := []string{"q1", "q2", "billing.inv"}
 	groups := []string{"", "g1", "g2"}
-	var pops []*fsmpb.PopResult
-	h.configure("q1", &fsmpb.QueueOptions{LeaseTime: ptr(int64(2)), RetryLimit: ptr(int64(1)), RetryDelay: ptr(int64(300))})
+	var pops []*command.PopResult
+	h.configure("q1", &command.QueueOptions{LeaseTime: ptr(int64(2)), RetryLimit: ptr(int64(1)), RetryDelay: ptr(int64(300))})
 	for i := 0; i < steps; i++ {
 		h.advance(time.Duration(rng.Intn(400)) * time.Millisecond)
 		q := queues[rng.Intn(len(queues))]
 		switch k := rng.Intn(12); {
 		case k < 3:
-			var items []*fsmpb.PushItem
+			var items []*command.PushItem
 			for n := rng.Intn(4) + 1; n > 0; n-- {
 				items = append(items, item(q, fmt.Sprint("p", rng.Intn(3)), fmt.Sprint("t", rng.Intn(60))))
 			}
@@ -45,23 +45,23 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 			}
 		case k < 9 && len(pops) > 0:
 			r := pops[rng.Intn(len(pops))]
-			status := []string{StatusCompleted, StatusCompleted, StatusFailed, StatusRetry, StatusDLQ}[rng.Intn(5)]
+			status := []command.AckStatus{command.AckStatus_COMPLETED, command.AckStatus_COMPLETED, command.AckStatus_FAILED, command.AckStatus_RETRY, command.AckStatus_DLQ}[rng.Intn(5)]
 			i := rng.Intn(len(r.Messages))
 			if rng.Intn(3) == 0 {
-				h.txn(&fsmpb.Transaction{
-					Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(r, i, status)), pushOp(item("out", "", fmt.Sprint("o", rng.Intn(50))))},
-					Kv:  []*fsmpb.KVOp{marker(fmt.Sprint("m", rng.Intn(20)), rng.Intn(2) == 0)},
+				h.txn(&command.Transaction{
+					Ops: []*command.TxnOp{ackOp(h.ackOf(r, i, status)), pushOp(item("out", "", fmt.Sprint("o", rng.Intn(50))))},
+					Kv:  []*command.KVOp{marker(fmt.Sprint("m", rng.Intn(20)), rng.Intn(2) == 0)},
 				})
 			} else {
 				h.ack(h.ackOf(r, i, status))
 			}
 		case k == 9 && len(pops) > 0:
 			r := pops[rng.Intn(len(pops))]
-			h.apply(&fsmpb.Command{Body: &fsmpb.Command_ExtendLease{ExtendLease: &fsmpb.ExtendLease{LeaseId: r.LeaseId, Seconds: 5}}})
+			h.apply(&command.Command{Body: &command.Command_ExtendLease{ExtendLease: &command.ExtendLease{LeaseId: r.LeaseId, Seconds: 5}}})
 		case k == 10:
-			h.apply(&fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: []*fsmpb.KVOp{
-				{Kind: fsmpb.KVOp_INCR, Ns: "c", Key: "n", Delta: 1, TtlSeconds: 2},
-				{Kind: fsmpb.KVOp_PUT, Ns: "c", Key: fmt.Sprint("k", rng.Intn(5)), Value: []byte(`1`), TtlSeconds: int64(rng.Intn(3) + 1)},
+			h.apply(&command.Command{Body: &command.Command_Kv{Kv: &command.KVBatch{Ops: []*command.KVOp{
+				{Kind: command.KVOp_INCR, Ns: "c", Key: "n", Delta: 1, TtlSeconds: 2},
+				{Kind: command.KVOp_PUT, Ns: "c", Key: fmt.Sprint("k", rng.Intn(5)), Value: []byte(`1`), TtlSeconds: int64(rng.Intn(3) + 1)},
 			}}}})
 		case k == 11 && rng.Intn(2) == 0:
 			key := fmt.Sprint("tk", rng.Intn(8))
@@ -73,9 +73,9 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 			h.fire()
 		default:
 			if rng.Intn(8) == 0 {
-				h.apply(&fsmpb.Command{Body: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: q}}})
+				h.apply(&command.Command{Body: &command.Command_DeleteQueue{DeleteQueue: &command.DeleteQueue{Queue: q}}})
 			}
-			h.apply(&fsmpb.Command{Body: &fsmpb.Command_Sweep{Sweep: &fsmpb.Sweep{Limit: 7}}})
+			h.apply(&command.Command{Body: &command.Command_Sweep{Sweep: &command.Sweep{Limit: 7}}})
 		}
 	}
 	return h
@@ -186,7 +186,7 @@ func TestUnknownCommandPanicsUnlessSkippable(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "", "a"))
 	before := stateHashWithoutMeta(t, h)
-	skip := h.entry(&fsmpb.Command{Skippable: true})
+	skip := h.entry(&command.Command{Skippable: true})
 	if r := h.f.Apply(skip); r != nil {
 		t.Fatalf("a skipped command answered %v", r)
 	}
@@ -197,7 +197,7 @@ func TestUnknownCommandPanicsUnlessSkippable(t *testing.T) {
 			t.Fatal("unknown command did not panic")
 		}
 	}()
-	h.f.Apply(h.entry(&fsmpb.Command{}))
+	h.f.Apply(h.entry(&command.Command{}))
 }
 
 func TestCorruptEntryPanics(t *testing.T) {

@@ -7,7 +7,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/store"
@@ -19,17 +20,17 @@ const defaultSweepLimit = 1000
 // expired leases, expired KV entries and idempotency records, and the data
 // of deleted queues. Every candidate is re-checked here, so a sweep proposed
 // late or twice changes nothing it should not.
-func applySweep(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applySweep(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	limit := int(cmd.GetSweep().Limit)
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
-	res := &fsmpb.SweepResult{}
+	res := &command.SweepResult{}
 	n, more := c.sweepLeases(limit)
 	res.Leases, res.More = uint32(n), more
 	n, more = kvstore.Sweep(c.tx, c.now, limit)
 	res.Kv, res.More = uint32(n), res.More || more
-	n, more = c.sweepIdempotency(limit)
+	n, more = idempotency.Sweep(c.tx, c.now, limit)
 	res.Idempotency, res.More = uint32(n), res.More || more
 	n, more = c.sweepGraveyard(limit)
 	res.Messages, res.More = uint32(n), res.More || more
@@ -128,28 +129,6 @@ func (c *applyCtx) deletePrefix(b store.Bucket, pfx []byte, limit int) (int, boo
 		}
 	}
 	return len(keys), more
-}
-
-// sweepIdempotency drops idempotency records past their expiry.
-func (c *applyCtx) sweepIdempotency(limit int) (int, bool) {
-	var due [][]byte
-	more := false
-	cur := c.tx.Cursor(bIdemExpiry)
-	for k, _ := cur.First(); k != nil; k, _ = cur.Next() {
-		if len(k) < 8 || int64(beUint64(k)) > c.now {
-			break
-		}
-		if len(due) == limit {
-			more = true
-			break
-		}
-		due = append(due, append([]byte(nil), k...))
-	}
-	for _, k := range due {
-		c.tx.Delete(bIdemExpiry, k)
-		c.tx.Delete(bIdem, k[8:])
-	}
-	return len(due), more
 }
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b[:8]) }

@@ -3,21 +3,21 @@ package fsm
 import (
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 // The operator switches (spec §4.14, addendum §4.4) are replicated state:
 // one entry flips them on every node at the same point of the log.
 
-func switchesOf(m *fsmpb.MetaRecord) *fsmpb.SwitchesResult {
-	return &fsmpb.SwitchesResult{
+func switchesOf(m *command.MetaRecord) *command.SwitchesResult {
+	return &command.SwitchesResult{
 		PushMaintenance: m.PushMaintenance, PopMaintenance: m.PopMaintenance,
 		KvEnabled: !m.KvDisabled, TimersScheduleEnabled: !m.TimersScheduleDisabled,
 		TimersFireEnabled: !m.TimersFireDisabled,
 	}
 }
 
-func applySetSwitches(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applySetSwitches(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetSetSwitches()
 	m := c.meta
 	if in.PopMaintenance != nil {
@@ -37,9 +37,4 @@ func applySetSwitches(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 }
 
 // Switches reports the operator switches.
-func (rd *Reader) Switches() *fsmpb.SwitchesResult { return switchesOf(rd.Meta()) }
-
-// Outcome returns the live outcome stored under an Idempotency-Key, or nil.
-func (rd *Reader) Outcome(key string, now int64) *fsmpb.StoredOutcome {
-	return storedOutcome(rd.r, key, now)
-}
+func (rd *Reader) Switches() *command.SwitchesResult { return switchesOf(rd.Meta()) }

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 // Timers (addendum §1): a scheduled message is a record in the state, keyed
@@ -19,15 +19,8 @@ import (
 // ordinary push path (dedup by txn), and deletes the timer in the same
 // entry, so a fired message and its pending timer never coexist.
 
-// Timer statuses and fire limits.
+// Fire limits.
 const (
-	TimerScheduled   = "scheduled"
-	TimerRescheduled = "rescheduled"
-	TimerCancelled   = "cancelled"
-	TimerAbsent      = "absent"
-
-	// TimerDLQGroup is the consumer group of a timer's dead letter.
-	TimerDLQGroup = "__timer__"
 	// timerMaxAttempts permanent refusals make a timer a dead letter.
 	timerMaxAttempts = 5
 	timerBackoffMin  = int64(1e6)  // µs
@@ -35,8 +28,6 @@ const (
 
 	defaultFireLimit = 256
 	defaultFireBytes = 4 << 20
-
-	ReasonTimersDisabled = "timers_disabled"
 )
 
 func timerRecKey(queue, key string) []byte { return join(queue, key) }
@@ -48,32 +39,32 @@ func timerDueKey(due int64, queue, key string) []byte {
 }
 
 // timerDue is when a timer may fire.
-func timerDue(t *fsmpb.TimerRecord) int64 { return max(t.DeliverAtUs, t.BackoffUntilUs) }
+func timerDue(t *command.TimerRecord) int64 { return max(t.DeliverAtUs, t.BackoffUntilUs) }
 
-func (c *applyCtx) timer(queue, key string) *fsmpb.TimerRecord {
+func (c *applyCtx) timer(queue, key string) *command.TimerRecord {
 	v := c.tx.Get(bTimers, timerRecKey(queue, key))
 	if v == nil {
 		return nil
 	}
-	t := &fsmpb.TimerRecord{}
+	t := &command.TimerRecord{}
 	mustUnmarshal(v, t)
 	return t
 }
 
-func (c *applyCtx) putTimer(t *fsmpb.TimerRecord) {
+func (c *applyCtx) putTimer(t *command.TimerRecord) {
 	c.tx.Put(bTimers, timerRecKey(t.Queue, t.TimerKey), mustMarshal(t))
 	c.tx.Put(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey), nil)
 }
 
-func (c *applyCtx) deleteTimer(t *fsmpb.TimerRecord) {
+func (c *applyCtx) deleteTimer(t *command.TimerRecord) {
 	c.tx.Delete(bTimers, timerRecKey(t.Queue, t.TimerKey))
 	c.tx.Delete(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey))
 }
 
 // schedulesIn reports whether any op schedules (cancels are always allowed).
-func schedulesIn(ops []*fsmpb.TimerOp) bool {
+func schedulesIn(ops []*command.TimerOp) bool {
 	for _, op := range ops {
-		if op.Kind != fsmpb.TimerOp_CANCEL {
+		if op.Kind != command.TimerOp_CANCEL {
 			return true
 		}
 	}
@@ -81,33 +72,33 @@ func schedulesIn(ops []*fsmpb.TimerOp) bool {
 }
 
 // timerOp applies one schedule, reschedule or cancel.
-func (c *applyCtx) timerOp(i int, op *fsmpb.TimerOp) *fsmpb.TimerResult {
-	r := &fsmpb.TimerResult{Queue: op.Queue, TimerKey: op.TimerKey, OpIndex: uint32(i)}
+func (c *applyCtx) timerOp(i int, op *command.TimerOp) *command.TimerResult {
+	r := &command.TimerResult{Queue: op.Queue, TimerKey: op.TimerKey, OpIndex: uint32(i)}
 	old := c.timer(op.Queue, op.TimerKey)
-	if op.Kind == fsmpb.TimerOp_CANCEL {
+	if op.Kind == command.TimerOp_CANCEL {
 		if old == nil {
-			r.Status, r.Txn = TimerAbsent, op.Txn // "not pending now", nothing more
+			r.Status, r.Txn = command.TimerResult_ABSENT, op.Txn // "not pending now", nothing more
 			return r
 		}
 		c.deleteTimer(old)
-		r.Ok, r.Status, r.Txn = true, TimerCancelled, old.Txn
+		r.Ok, r.Status, r.Txn = true, command.TimerResult_CANCELLED, old.Txn
 		return r
 	}
 	partition := op.Partition
 	if partition == "" {
 		partition = defaultPartition
 	}
-	t := &fsmpb.TimerRecord{
+	t := &command.TimerRecord{
 		Queue: op.Queue, TimerKey: op.TimerKey, Partition: partition,
 		DeliverAtUs: c.now + max(op.DelayUs, 0), Txn: op.Txn, MessageId: op.MessageId,
 		Payload: op.Payload, Encrypted: op.Encrypted, ProducerSub: op.ProducerSub,
 		CreatedUs: c.now, UpdatedUs: c.now,
 	}
-	r.Status = TimerScheduled
+	r.Status = command.TimerResult_SCHEDULED
 	if old != nil {
 		c.deleteTimer(old) // replaced whole; only its creation time is kept
 		t.CreatedUs = old.CreatedUs
-		r.Status = TimerRescheduled
+		r.Status = command.TimerResult_RESCHEDULED
 	}
 	c.putTimer(t)
 	r.Ok, r.Txn, r.MessageId, r.DeliverAtUs = true, t.Txn, t.MessageId, t.DeliverAtUs
@@ -117,12 +108,12 @@ func (c *applyCtx) timerOp(i int, op *fsmpb.TimerOp) *fsmpb.TimerResult {
 // applyTimerBatch is POST /api/v1/timers: independent ops, one entry. While
 // the operator has scheduling switched off, a call with any schedule is
 // refused whole (never half applied).
-func applyTimerBatch(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	ops := cmd.GetTimers().Ops
 	if c.meta.TimersScheduleDisabled && schedulesIn(ops) {
-		return &fsmpb.TimerBatchResult{Reason: ReasonTimersDisabled}, false
+		return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}, false
 	}
-	res := &fsmpb.TimerBatchResult{}
+	res := &command.TimerBatchResult{}
 	for i, op := range ops {
 		res.Results = append(res.Results, c.timerOp(i, op))
 	}
@@ -130,9 +121,9 @@ func applyTimerBatch(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 }
 
 // applyFireTimers fires the timers due by this entry's time.
-func applyFireTimers(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyFireTimers(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetFireTimers()
-	res := &fsmpb.FireResult{}
+	res := &command.FireResult{}
 	if c.meta.TimersFireDisabled {
 		return res, true
 	}
@@ -143,7 +134,7 @@ func applyFireTimers(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 	if maxBytes <= 0 {
 		maxBytes = defaultFireBytes
 	}
-	var due []*fsmpb.TimerRecord
+	var due []*command.TimerRecord
 	var stale [][]byte
 	bytesUsed := 0
 	cur := c.tx.Cursor(bTimerDue)
@@ -177,10 +168,10 @@ func applyFireTimers(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 // fire appends one timer's message through the push path and deletes the
 // timer; a refused append backs off, and the fifth refusal files a dead
 // letter under the group __timer__.
-func (c *applyCtx) fire(t *fsmpb.TimerRecord, res *fsmpb.FireResult) {
-	r := c.push(&fsmpb.PushItem{Queue: t.Queue, Partition: t.Partition, TransactionId: t.Txn,
+func (c *applyCtx) fire(t *command.TimerRecord, res *command.FireResult) {
+	r := c.push(&command.PushItem{Queue: t.Queue, Partition: t.Partition, TransactionId: t.Txn,
 		Payload: t.Payload, MessageId: t.MessageId, ProducerSub: t.ProducerSub})
-	if r.Status != fsmpb.PushItemResult_FAILED {
+	if r.Status != command.PushItemResult_FAILED {
 		// Appended, or absorbed by dedup (the txn is already there):
 		// either way the timer has delivered.
 		c.deleteTimer(t)
@@ -205,16 +196,16 @@ func (c *applyCtx) fire(t *fsmpb.TimerRecord, res *fsmpb.FireResult) {
 
 // timerDeadLetter files a timer that could not fire in its destination
 // queue's DLQ, creating the queue and partition so the row can be found.
-func (c *applyCtx) timerDeadLetter(t *fsmpb.TimerRecord) {
+func (c *applyCtx) timerDeadLetter(t *command.TimerRecord) {
 	qs := c.ensureQueue(t.Queue)
 	ps := c.ensurePartition(t.Queue, t.Partition)
 	payload := t.Payload
 	if !json.Valid(payload) {
 		payload, _ = json.Marshal(map[string]string{"_raw_b64": base64.StdEncoding.EncodeToString(t.Payload)})
 	}
-	c.addDeadLetter(qs, &fsmpb.DLQRecord{
+	c.addDeadLetter(qs, &command.DLQRecord{
 		MessageId: t.MessageId, TransactionId: t.Txn, PartitionId: ps.rec.Id, Queue: t.Queue,
-		Partition: t.Partition, ConsumerGroup: TimerDLQGroup, Error: t.LastError,
+		Partition: t.Partition, ConsumerGroup: command.TimerDLQGroup, Error: t.LastError,
 		RetryCount: t.Attempts, Payload: payload, ProducerSub: t.ProducerSub,
 		CreatedUs: t.CreatedUs, FailedUs: c.now,
 	})
@@ -223,16 +214,16 @@ func (c *applyCtx) timerDeadLetter(t *fsmpb.TimerRecord) {
 // Reads.
 
 // Timer returns a pending timer, or nil.
-func (rd *Reader) Timer(queue, key string) *fsmpb.TimerRecord {
+func (rd *Reader) Timer(queue, key string) *command.TimerRecord {
 	if v := rd.r.Get(bTimers, timerRecKey(queue, key)); v != nil {
-		return decode(v, &fsmpb.TimerRecord{})
+		return decode(v, &command.TimerRecord{})
 	}
 	return nil
 }
 
 // Timers lists a queue's pending timers in timerKey byte order, after the
 // exclusive cursor `after`, at most limit; truncated says more follow.
-func (rd *Reader) Timers(queue, after string, limit int) (rows []*fsmpb.TimerRecord, truncated bool) {
+func (rd *Reader) Timers(queue, after string, limit int) (rows []*command.TimerRecord, truncated bool) {
 	pfx := prefix(queue)
 	start := pfx
 	if after != "" {
@@ -243,7 +234,7 @@ func (rd *Reader) Timers(queue, after string, limit int) (rows []*fsmpb.TimerRec
 		if len(rows) == limit {
 			return rows, true
 		}
-		rows = append(rows, decode(v, &fsmpb.TimerRecord{}))
+		rows = append(rows, decode(v, &command.TimerRecord{}))
 	}
 	return rows, false
 }

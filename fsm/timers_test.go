@@ -5,46 +5,46 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
-func schedule(queue, key, txn string, delay time.Duration) *fsmpb.TimerOp {
-	return &fsmpb.TimerOp{Kind: fsmpb.TimerOp_SCHEDULE, Queue: queue, TimerKey: key, Txn: txn,
+func schedule(queue, key, txn string, delay time.Duration) *command.TimerOp {
+	return &command.TimerOp{Kind: command.TimerOp_SCHEDULE, Queue: queue, TimerKey: key, Txn: txn,
 		DelayUs: delay.Microseconds(), Payload: []byte(fmt.Sprintf(`{"timer":%q}`, key)), MessageId: newMsgID()}
 }
 
-func cancel(queue, key string) *fsmpb.TimerOp {
-	return &fsmpb.TimerOp{Kind: fsmpb.TimerOp_CANCEL, Queue: queue, TimerKey: key}
+func cancel(queue, key string) *command.TimerOp {
+	return &command.TimerOp{Kind: command.TimerOp_CANCEL, Queue: queue, TimerKey: key}
 }
 
-func (h *harness) timers(ops ...*fsmpb.TimerOp) *fsmpb.TimerBatchResult {
+func (h *harness) timers(ops ...*command.TimerOp) *command.TimerBatchResult {
 	h.t.Helper()
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Timers{Timers: &fsmpb.TimerBatch{Ops: ops}}}).(*fsmpb.TimerBatchResult)
+	return h.apply(&command.Command{Body: &command.Command_Timers{Timers: &command.TimerBatch{Ops: ops}}}).(*command.TimerBatchResult)
 }
 
-func (h *harness) fire() *fsmpb.FireResult {
+func (h *harness) fire() *command.FireResult {
 	h.t.Helper()
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_FireTimers{FireTimers: &fsmpb.FireTimers{}}}).(*fsmpb.FireResult)
+	return h.apply(&command.Command{Body: &command.Command_FireTimers{FireTimers: &command.FireTimers{}}}).(*command.FireResult)
 }
 
 func TestTimerScheduleRescheduleCancel(t *testing.T) {
 	h := newHarness(t)
 	r := h.timers(schedule("q", "k1", "t1", time.Minute), cancel("q", "nope"))
-	eq(t, "scheduled", r.Results[0].Status, TimerScheduled)
+	eq(t, "scheduled", r.Results[0].Status, command.TimerResult_SCHEDULED)
 	if d := r.Results[0].DeliverAtUs - h.now - time.Minute.Microseconds(); d < 0 || d > 10 {
 		t.Fatalf("deliver at is off by %dµs", d)
 	}
-	eq(t, "absent", r.Results[1].Status, TimerAbsent)
+	eq(t, "absent", r.Results[1].Status, command.TimerResult_ABSENT)
 	eq(t, "absent ok", r.Results[1].Ok, false)
 	r = h.timers(schedule("q", "k1", "t2", 2*time.Minute))
-	eq(t, "rescheduled", r.Results[0].Status, TimerRescheduled)
+	eq(t, "rescheduled", r.Results[0].Status, command.TimerResult_RESCHEDULED)
 	h.read(func(rd *Reader) {
 		tm := rd.Timer("q", "k1")
 		eq(t, "replaced txn", tm.Txn, "t2")
 		eq(t, "one due entry", rd.NextTimerDue(), tm.DeliverAtUs)
 	})
 	r = h.timers(cancel("q", "k1"))
-	eq(t, "cancelled", r.Results[0].Status, TimerCancelled)
+	eq(t, "cancelled", r.Results[0].Status, command.TimerResult_CANCELLED)
 	eq(t, "stored txn", r.Results[0].Txn, "t2")
 	h.read(func(rd *Reader) { eq(t, "gone", rd.Timer("q", "k1") == nil && rd.NextTimerDue() == 0, true) })
 }
@@ -78,24 +78,24 @@ func TestTimerFireRespectsLimitsAndSwitch(t *testing.T) {
 		h.timers(schedule("q", fmt.Sprint("k", i), fmt.Sprint("t", i), 0))
 	}
 	off := false
-	h.apply(&fsmpb.Command{Body: &fsmpb.Command_SetSwitches{SetSwitches: &fsmpb.SetSwitches{TimersFireEnabled: &off}}})
+	h.apply(&command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{TimersFireEnabled: &off}}})
 	h.advance(time.Second)
 	eq(t, "fire off", h.fire().Fired, uint32(0))
 	on := true
-	h.apply(&fsmpb.Command{Body: &fsmpb.Command_SetSwitches{SetSwitches: &fsmpb.SetSwitches{TimersFireEnabled: &on}}})
-	f := h.apply(&fsmpb.Command{Body: &fsmpb.Command_FireTimers{FireTimers: &fsmpb.FireTimers{Limit: 3}}}).(*fsmpb.FireResult)
+	h.apply(&command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{TimersFireEnabled: &on}}})
+	f := h.apply(&command.Command{Body: &command.Command_FireTimers{FireTimers: &command.FireTimers{Limit: 3}}}).(*command.FireResult)
 	eq(t, "limit", f.Fired, uint32(3))
 	eq(t, "more", f.More, true)
 	eq(t, "rest", h.fire().Fired, uint32(2))
 	// Scheduling off refuses schedules whole; cancels still go.
-	h.apply(&fsmpb.Command{Body: &fsmpb.Command_SetSwitches{SetSwitches: &fsmpb.SetSwitches{TimersScheduleEnabled: &off}}})
-	eq(t, "schedule refused", h.timers(schedule("q", "z", "z", 0)).Reason, ReasonTimersDisabled)
-	eq(t, "cancel allowed", h.timers(cancel("q", "z")).Results[0].Status, TimerAbsent)
+	h.apply(&command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{TimersScheduleEnabled: &off}}})
+	eq(t, "schedule refused", h.timers(schedule("q", "z", "z", 0)).Reason, command.Reason_TIMERS_DISABLED)
+	eq(t, "cancel allowed", h.timers(cancel("q", "z")).Results[0].Status, command.TimerResult_ABSENT)
 }
 
 func TestRefusedFireBacksOffThenDeadLetters(t *testing.T) {
 	h := newHarness(t)
-	h.configure("full", &fsmpb.QueueOptions{MaxSize: ptr(int64(1))})
+	h.configure("full", &command.QueueOptions{MaxSize: ptr(int64(1))})
 	h.push(item("full", "", "occupant"))
 	h.timers(schedule("full", "k", "tk", 0))
 	var waits []time.Duration
@@ -124,7 +124,7 @@ func TestRefusedFireBacksOffThenDeadLetters(t *testing.T) {
 		eq(t, "timer gone", rd.Timer("full", "k") == nil, true)
 		dl, total := rd.DeadLetters(DLQFilter{Queue: "full", Limit: 10})
 		eq(t, "dead letter", total, 1)
-		eq(t, "group", dl[0].ConsumerGroup, TimerDLQGroup)
+		eq(t, "group", dl[0].ConsumerGroup, command.TimerDLQGroup)
 		eq(t, "payload", string(dl[0].Payload), `{"timer":"k"}`)
 		eq(t, "attempts", dl[0].RetryCount, uint32(timerMaxAttempts))
 	})
@@ -134,16 +134,16 @@ func TestTimersInATransactionShareItsFate(t *testing.T) {
 	h := newHarness(t)
 	// A refused transaction schedules nothing and cancels nothing.
 	h.timers(schedule("q", "keep", "k", time.Hour))
-	res := h.txn(&fsmpb.Transaction{
-		Ops:    []*fsmpb.TxnOp{ackOp(&fsmpb.AckItem{TransactionId: "x", PartitionId: newMsgID(), Status: StatusCompleted})},
-		Timers: []*fsmpb.TimerOp{schedule("q", "new", "n", 0), cancel("q", "keep")},
+	res := h.txn(&command.Transaction{
+		Ops:    []*command.TxnOp{ackOp(&command.AckItem{TransactionId: "x", PartitionId: newMsgID(), Status: command.AckStatus_COMPLETED})},
+		Timers: []*command.TimerOp{schedule("q", "new", "n", 0), cancel("q", "keep")},
 	})
 	eq(t, "refused", res.Success, false)
 	h.read(func(rd *Reader) {
 		eq(t, "not scheduled", rd.Timer("q", "new") == nil, true)
 		eq(t, "not cancelled", rd.Timer("q", "keep") != nil, true)
 	})
-	res = h.txn(&fsmpb.Transaction{Kv: []*fsmpb.KVOp{marker("m", true)}, Timers: []*fsmpb.TimerOp{schedule("q", "new", "n", 0)}})
+	res = h.txn(&command.Transaction{Kv: []*command.KVOp{marker("m", true)}, Timers: []*command.TimerOp{schedule("q", "new", "n", 0)}})
 	eq(t, "committed", res.Success, true)
-	eq(t, "timer result after kv", res.Results[1].Type, "timer")
+	eq(t, "timer result after kv", res.Results[1].Type, command.TxnItemResult_TIMER)
 }

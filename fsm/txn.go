@@ -3,37 +3,29 @@ package fsm
 import (
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
-)
-
-// Transaction refusal reasons (spec §4.5, addendum §4.5).
-const (
-	ReasonRejectedAck    = "rejected_ack"
-	ReasonDuplicate      = "duplicate"
-	ReasonKVPrecondition = "kv_precondition"
-	ReasonKVDisabled     = "kv_disabled"
+	"github.com/queen-node/queen-node/command"
 )
 
 // applyTransaction applies acks, pushes and KV operations as one change.
 // Checks run in the order acks, pushes, KV, and the first refusal decides
 // the reason; a refusal discards every write of the entry (invariant 3).
-func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
+func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetTransaction()
-	res := &fsmpb.TxnResult{TransactionId: in.TransactionId}
-	results := make([]*fsmpb.TxnItemResult, len(in.Ops), len(in.Ops)+len(in.Kv))
-	refuse := func(reason, text string) (proto.Message, bool) {
-		return &fsmpb.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
+	res := &command.TxnResult{TransactionId: in.TransactionId}
+	results := make([]*command.TxnItemResult, len(in.Ops), len(in.Ops)+len(in.Kv))
+	refuse := func(reason command.Reason, text string) (proto.Message, bool) {
+		return &command.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
 	}
 
 	if len(in.Kv) > 0 && c.meta.KvDisabled {
-		return refuse(ReasonKVDisabled, "kv is disabled by the operator")
+		return refuse(command.Reason_KV_DISABLED, "kv is disabled by the operator")
 	}
 	if c.meta.TimersScheduleDisabled && schedulesIn(in.Timers) {
-		return refuse(ReasonTimersDisabled, "timer scheduling is disabled by the operator")
+		return refuse(command.Reason_TIMERS_DISABLED, "timer scheduling is disabled by the operator")
 	}
 
 	// 1. Acks, judged together against the state before the transaction.
-	var ackItems []*fsmpb.AckItem
+	var ackItems []*command.AckItem
 	var ackAt []int
 	for i, op := range in.Ops {
 		if a := op.GetAck(); a != nil {
@@ -45,12 +37,12 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		for j, r := range c.acks(ackItems, true, in.RequiredLeases) {
 			if !r.Success {
 				if r.NotFound {
-					return refuse(ReasonRejectedAck, "ACK operation failed: "+r.Error)
+					return refuse(command.Reason_REJECTED_ACK, "ACK operation failed: "+r.Error)
 				}
-				return refuse(ReasonRejectedAck, "ACK operation failed: "+r.Error+" ("+r.TransactionId+")")
+				return refuse(command.Reason_REJECTED_ACK, "ACK operation failed: "+r.Error+" ("+r.TransactionId+")")
 			}
-			results[ackAt[j]] = &fsmpb.TxnItemResult{
-				Type: "ack", Success: true, TransactionId: r.TransactionId, Dlq: r.Dlq, LeaseReleased: r.LeaseReleased,
+			results[ackAt[j]] = &command.TxnItemResult{
+				Type: command.TxnItemResult_ACK, Success: true, TransactionId: r.TransactionId, Dlq: r.Dlq, LeaseReleased: r.LeaseReleased,
 			}
 		}
 	}
@@ -66,12 +58,12 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		}
 		r := c.push(p)
 		key := string(pidKey(r.PartitionId, p.TransactionId))
-		if r.Status == fsmpb.PushItemResult_DUPLICATE && !pushed[key] {
-			return refuse(ReasonDuplicate, "duplicate transactionId "+p.TransactionId+" in queue "+p.Queue)
+		if r.Status == command.PushItemResult_DUPLICATE && !pushed[key] {
+			return refuse(command.Reason_DUPLICATE, "duplicate transactionId "+p.TransactionId+" in queue "+p.Queue)
 		}
 		pushed[key] = true
-		results[i] = &fsmpb.TxnItemResult{
-			Type: "push", Success: true, TransactionId: p.TransactionId, MessageId: r.MessageId,
+		results[i] = &command.TxnItemResult{
+			Type: command.TxnItemResult_PUSH, Success: true, TransactionId: p.TransactionId, MessageId: r.MessageId,
 			PartitionId: r.PartitionId, Queue: p.Queue, Offset: r.Offset,
 		}
 	}
@@ -81,14 +73,14 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 		kvres, failed := c.kvOps(in.Kv)
 		if failed >= 0 {
 			f := kvres[failed]
-			return &fsmpb.TxnResult{
-				TransactionId: in.TransactionId, Reason: ReasonKVPrecondition,
-				Error:       "kv precondition failed at index " + itoa(len(in.Ops)+failed) + ": " + f.Reason,
+			return &command.TxnResult{
+				TransactionId: in.TransactionId, Reason: command.Reason_KV_PRECONDITION,
+				Error:       "kv precondition failed at index " + itoa(len(in.Ops)+failed) + ": " + f.Reason.Text(),
 				FailedIndex: int32(len(in.Ops) + failed), FailedKv: f,
 			}, false
 		}
 		for _, r := range kvres {
-			results = append(results, &fsmpb.TxnItemResult{Type: "kv", Success: true, Kv: r})
+			results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_KV, Success: true, Kv: r})
 		}
 	}
 
@@ -96,7 +88,7 @@ func applyTransaction(c *applyCtx, cmd *fsmpb.Command) (proto.Message, bool) {
 	// share the transaction's fate.
 	for i, op := range in.Timers {
 		r := c.timerOp(i, op)
-		results = append(results, &fsmpb.TxnItemResult{Type: "timer", Success: true, Timer: r})
+		results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_TIMER, Success: true, Timer: r})
 	}
 	res.Success = true
 	res.Results = results

@@ -4,26 +4,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
-func (h *harness) txn(in *fsmpb.Transaction) *fsmpb.TxnResult {
+func (h *harness) txn(in *command.Transaction) *command.TxnResult {
 	h.t.Helper()
-	return h.apply(&fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: in}}).(*fsmpb.TxnResult)
+	return h.apply(&command.Command{Body: &command.Command_Transaction{Transaction: in}}).(*command.TxnResult)
 }
 
-func ackOp(a *fsmpb.AckItem) *fsmpb.TxnOp   { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Ack{Ack: a}} }
-func pushOp(p *fsmpb.PushItem) *fsmpb.TxnOp { return &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Push{Push: p}} }
+func ackOp(a *command.AckItem) *command.TxnOp { return &command.TxnOp{Op: &command.TxnOp_Ack{Ack: a}} }
+func pushOp(p *command.PushItem) *command.TxnOp {
+	return &command.TxnOp{Op: &command.TxnOp_Push{Push: p}}
+}
 
-func marker(key string, required bool) *fsmpb.KVOp {
-	return &fsmpb.KVOp{Kind: fsmpb.KVOp_PUT_IF_ABSENT, Ns: "charges", Key: key, Value: []byte(`{"charged":true}`), TtlSeconds: 3600, Required: required}
+func marker(key string, required bool) *command.KVOp {
+	return &command.KVOp{Kind: command.KVOp_PUT_IF_ABSENT, Ns: "charges", Key: key, Value: []byte(`{"charged":true}`), TtlSeconds: 3600, Required: required}
 }
 
 func TestTransactionAckAndPushCommitTogether(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("a", "", "a1"))
 	r := h.pop("a")
-	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(r, 0, StatusCompleted)), pushOp(item("b", "", "b1"))}})
+	res := h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(r, 0, command.AckStatus_COMPLETED)), pushOp(item("b", "", "b1"))}})
 	eq(t, "success", res.Success, true)
 	eq(t, "results", len(res.Results), 2)
 	eq(t, "a drained", len(h.pop("a").Messages), 0)
@@ -32,17 +34,17 @@ func TestTransactionAckAndPushCommitTogether(t *testing.T) {
 
 func TestTransactionWithAStaleAckWritesNothing(t *testing.T) {
 	h := newHarness(t)
-	h.configure("a", &fsmpb.QueueOptions{LeaseTime: ptr(int64(1))})
+	h.configure("a", &command.QueueOptions{LeaseTime: ptr(int64(1))})
 	h.push(item("a", "", "a1"))
 	r := h.pop("a")
 	h.advance(2 * time.Second) // the lease ran out while the card was charged
 	before := stateHashWithoutMeta(t, h)
-	res := h.txn(&fsmpb.Transaction{
-		Ops: []*fsmpb.TxnOp{pushOp(item("b", "", "b1")), ackOp(h.ackOf(r, 0, StatusCompleted))},
-		Kv:  []*fsmpb.KVOp{marker("charge:a1", true)},
+	res := h.txn(&command.Transaction{
+		Ops: []*command.TxnOp{pushOp(item("b", "", "b1")), ackOp(h.ackOf(r, 0, command.AckStatus_COMPLETED))},
+		Kv:  []*command.KVOp{marker("charge:a1", true)},
 	})
 	eq(t, "success", res.Success, false)
-	eq(t, "reason", res.Reason, ReasonRejectedAck)
+	eq(t, "reason", res.Reason, command.Reason_REJECTED_ACK)
 	eq(t, "nothing written", stateHashWithoutMeta(t, h), before)
 	// The message is still there for the next worker.
 	eqList(t, "redelivered", h.txns(h.pop("a")), []string{"a1"})
@@ -50,38 +52,38 @@ func TestTransactionWithAStaleAckWritesNothing(t *testing.T) {
 
 func TestRacingMarkerCommitsExactlyOneWins(t *testing.T) {
 	h := newHarness(t)
-	h.configure("orders", &fsmpb.QueueOptions{LeaseTime: ptr(int64(1))})
+	h.configure("orders", &command.QueueOptions{LeaseTime: ptr(int64(1))})
 	h.push(item("orders", "", "o1"))
 	a := h.pop("orders")
 	h.advance(2 * time.Second)
 	b := h.pop("orders") // worker B gets the order under a new lease
-	resB := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(b, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:o1", true)}})
+	resB := h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(b, 0, command.AckStatus_COMPLETED))}, Kv: []*command.KVOp{marker("charge:o1", true)}})
 	eq(t, "B commits", resB.Success, true)
 	// A's late commit: refused by its lease, and its marker is not written.
-	resA := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(a, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:o1", true)}})
-	eq(t, "A refused", resA.Reason, ReasonRejectedAck)
+	resA := h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(a, 0, command.AckStatus_COMPLETED))}, Kv: []*command.KVOp{marker("charge:o1", true)}})
+	eq(t, "A refused", resA.Reason, command.Reason_REJECTED_ACK)
 
 	// Same key, both leases valid (two messages of one order): exactly one gate wins.
 	h.push(item("orders", "p2", "x1"), item("orders", "p3", "x2"))
 	p2 := h.pop("orders", onPartition("p2"))
 	p3 := h.pop("orders", onPartition("p3"))
-	first := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(p2, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:x", true)}})
-	second := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(p3, 0, StatusCompleted))}, Kv: []*fsmpb.KVOp{marker("charge:x", true)}})
+	first := h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(p2, 0, command.AckStatus_COMPLETED))}, Kv: []*command.KVOp{marker("charge:x", true)}})
+	second := h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(p3, 0, command.AckStatus_COMPLETED))}, Kv: []*command.KVOp{marker("charge:x", true)}})
 	eq(t, "first wins", first.Success, true)
-	eq(t, "second loses", second.Reason, ReasonKVPrecondition)
+	eq(t, "second loses", second.Reason, command.Reason_KV_PRECONDITION)
 	eq(t, "failed index", second.FailedIndex, int32(1))
-	eq(t, "kv reason", second.FailedKv.Reason, "exists")
+	eq(t, "kv reason", second.FailedKv.Reason, command.KVResult_EXISTS)
 	eq(t, "winner value", string(second.FailedKv.Value), `{"charged":true}`)
 	// The loser's ack did not land: the message is still leased to it, not consumed.
 	h.read(func(rd *Reader) {
-		eq(t, "loser not consumed", rd.Cursor(p3.Messages[0].PartitionId, QueueModeGroup).Consumed, uint64(0))
+		eq(t, "loser not consumed", rd.Cursor(p3.Messages[0].PartitionId, command.QueueModeGroup).Consumed, uint64(0))
 	})
 }
 
 func TestTransactionNonRequiredKVLossCommitsTheRest(t *testing.T) {
 	h := newHarness(t)
-	h.txn(&fsmpb.Transaction{Kv: []*fsmpb.KVOp{marker("k", false)}})
-	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{pushOp(item("b", "", "b1"))}, Kv: []*fsmpb.KVOp{marker("k", false)}})
+	h.txn(&command.Transaction{Kv: []*command.KVOp{marker("k", false)}})
+	res := h.txn(&command.Transaction{Ops: []*command.TxnOp{pushOp(item("b", "", "b1"))}, Kv: []*command.KVOp{marker("k", false)}})
 	eq(t, "success", res.Success, true)
 	eq(t, "kv applied", res.Results[1].Kv.Applied, false)
 	eq(t, "pushed", len(h.pop("b").Messages), 1)
@@ -90,11 +92,11 @@ func TestTransactionNonRequiredKVLossCommitsTheRest(t *testing.T) {
 func TestTransactionDuplicatePushAbortsBeforeKV(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("b", "", "dup"))
-	h.txn(&fsmpb.Transaction{Kv: []*fsmpb.KVOp{marker("once", true)}})
-	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{pushOp(item("b", "", "dup"))}, Kv: []*fsmpb.KVOp{marker("once", true)}})
-	eq(t, "reason", res.Reason, ReasonDuplicate)
+	h.txn(&command.Transaction{Kv: []*command.KVOp{marker("once", true)}})
+	res := h.txn(&command.Transaction{Ops: []*command.TxnOp{pushOp(item("b", "", "dup"))}, Kv: []*command.KVOp{marker("once", true)}})
+	eq(t, "reason", res.Reason, command.Reason_DUPLICATE)
 	// Repeated inside one transaction: stored once, and it commits.
-	res = h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{pushOp(item("c", "", "x")), pushOp(item("c", "", "x"))}})
+	res = h.txn(&command.Transaction{Ops: []*command.TxnOp{pushOp(item("c", "", "x")), pushOp(item("c", "", "x"))}})
 	eq(t, "in-call repeat commits", res.Success, true)
 	eq(t, "stored once", len(h.pop("c", batch(10)).Messages), 1)
 }
@@ -105,27 +107,27 @@ func TestTransactionThreeAcksCompletingOneLease(t *testing.T) {
 		h.push(item("q", "", id))
 	}
 	r := h.pop("q", batch(3))
-	var ops []*fsmpb.TxnOp
+	var ops []*command.TxnOp
 	for i := range r.Messages {
-		a := h.ackOf(r, i, StatusCompleted)
+		a := h.ackOf(r, i, command.AckStatus_COMPLETED)
 		a.LeaseId = "" // evidence from requiredLeases instead
 		ops = append(ops, ackOp(a))
 	}
-	res := h.txn(&fsmpb.Transaction{Ops: ops, RequiredLeases: []string{r.LeaseId}})
+	res := h.txn(&command.Transaction{Ops: ops, RequiredLeases: []string{r.LeaseId}})
 	eq(t, "success", res.Success, true)
 	eq(t, "released", res.Results[2].LeaseReleased, true)
 	// Wrong lease in requiredLeases: rejected.
 	h.push(item("q", "", "m3"))
 	r = h.pop("q")
-	a := h.ackOf(r, 0, StatusCompleted)
+	a := h.ackOf(r, 0, command.AckStatus_COMPLETED)
 	a.LeaseId = ""
-	res = h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(a)}, RequiredLeases: []string{"other"}})
-	eq(t, "rejected", res.Reason, ReasonRejectedAck)
+	res = h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(a)}, RequiredLeases: []string{"other"}})
+	eq(t, "rejected", res.Reason, command.Reason_REJECTED_ACK)
 }
 
 func TestTransactionAckOfMissingMessage(t *testing.T) {
 	h := newHarness(t)
-	res := h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(&fsmpb.AckItem{TransactionId: "x", PartitionId: newMsgID(), Status: StatusCompleted})}})
+	res := h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(&command.AckItem{TransactionId: "x", PartitionId: newMsgID(), Status: command.AckStatus_COMPLETED})}})
 	eq(t, "error", res.Error, "ACK operation failed: Message not found")
 }
 
@@ -133,7 +135,7 @@ func TestTransactionAckGroupAdvancesOnlyThatGroup(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "", "a"), item("q", "", "b"))
 	r := h.pop("q", group("g1"), fromAll(), batch(2))
-	h.txn(&fsmpb.Transaction{Ops: []*fsmpb.TxnOp{ackOp(h.ackOf(r, 0, StatusCompleted)), ackOp(h.ackOf(r, 1, StatusCompleted))}})
+	h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(r, 0, command.AckStatus_COMPLETED)), ackOp(h.ackOf(r, 1, command.AckStatus_COMPLETED))}})
 	eq(t, "g2 sees both", len(h.pop("q", group("g2"), fromAll(), batch(2)).Messages), 2)
 	eq(t, "g1 drained", len(h.pop("q", group("g1"), batch(2)).Messages), 0)
 }

@@ -8,9 +8,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
+	"github.com/queen-node/queen-node/request"
 )
 
 // Consume pops in a loop and streams every batch it claims. Each batch's
@@ -21,22 +22,23 @@ import (
 // when the client goes away, or with UNAVAILABLE when the node stops;
 // leases it held then simply run out, and their messages come back.
 func (s *Public) Consume(in *queenpb.ConsumeRequest, stream queenpb.Queen_ConsumeServer) error {
-	pop, wait, match, err := s.popRequest(in.GetPop())
+	decoded, err := pop(in.GetPop())
 	if err != nil {
-		return ToStatus(err)
+		return publicStatus(err)
 	}
-	if wait <= 0 {
-		wait = defaultWait
+	if decoded.Wait <= 0 {
+		decoded.Wait = request.DefaultPopWait
 	}
+	cmd, wait, match := s.rules.Pop(decoded)
 	ctx := stream.Context()
-	t := &leaseTracker{s: s, req: in, watch: pop.Queue, leases: map[string]*heldLease{}}
+	t := &leaseTracker{s: s, req: in, watch: cmd.Queue, leases: map[string]*heldLease{}}
 	go t.renewLoop(ctx)
 	if !match { // no queue can have these names: the stream stays open, empty
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.node.Draining():
-			return ToStatus(cluster.ErrShutdown)
+			return publicStatus(cluster.ErrShutdown)
 		}
 	}
 	limit := int(max(in.MaxUnackedBatches, 1))
@@ -44,13 +46,13 @@ func (s *Public) Consume(in *queenpb.ConsumeRequest, stream queenpb.Queen_Consum
 		if err := t.waitBelow(ctx, limit); err != nil {
 			return err
 		}
-		round := proto.Clone(pop).(*fsmpb.Pop) // the node mints a fresh lease id per pop
+		round := proto.Clone(cmd).(*command.Pop) // the node mints a fresh lease id per pop
 		res, err := s.node.Pop(ctx, round, wait)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			return ToStatus(err)
+			return publicStatus(err)
 		}
 		if len(res.Messages) == 0 {
 			continue
@@ -82,7 +84,7 @@ type leaseTracker struct {
 }
 
 // add starts tracking a popped batch's lease (none with auto_ack).
-func (t *leaseTracker) add(res *fsmpb.PopResult) {
+func (t *leaseTracker) add(res *command.PopResult) {
 	if res.LeaseId == "" {
 		return
 	}
@@ -141,7 +143,7 @@ func (t *leaseTracker) waitBelow(ctx context.Context, limit int) error {
 	for {
 		select {
 		case <-t.s.node.Draining():
-			return ToStatus(cluster.ErrShutdown)
+			return publicStatus(cluster.ErrShutdown)
 		default:
 		}
 		changed := t.s.node.Watch(t.watch)
@@ -194,8 +196,8 @@ func (t *leaseTracker) renew(ctx context.Context, l *heldLease) {
 	if !held {
 		return
 	}
-	res, err := apply[*fsmpb.ExtendResult](t.s, ctx, &fsmpb.Command{Body: &fsmpb.Command_ExtendLease{
-		ExtendLease: &fsmpb.ExtendLease{LeaseId: l.id, Seconds: l.seconds}}})
+	res, err := propose[*command.ExtendResult](t.s, ctx, nil, &command.Command{Body: &command.Command_ExtendLease{
+		ExtendLease: &command.ExtendLease{LeaseId: l.id, Seconds: l.seconds}}})
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, held := t.leases[l.id]; !held {

@@ -4,12 +4,13 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
+	"github.com/queen-node/queen-node/request"
 )
 
 // Results out: the one place where the state machine's results become the
-// public API's messages, so that fsmpb never shows in queen.v1.
+// public API's messages, so that the log's vocabulary never shows in queen.v1.
 
 func uuidStr(b []byte) string {
 	if len(b) != 16 {
@@ -38,14 +39,14 @@ func jsonOrNil(has bool, v []byte) []byte {
 	return v
 }
 
-var pushStatuses = map[fsmpb.PushItemResult_Status]queenpb.PushStatus{
-	fsmpb.PushItemResult_QUEUED:    queenpb.PushStatus_PUSH_STATUS_QUEUED,
-	fsmpb.PushItemResult_DUPLICATE: queenpb.PushStatus_PUSH_STATUS_DUPLICATE,
-	fsmpb.PushItemResult_BUFFERED:  queenpb.PushStatus_PUSH_STATUS_BUFFERED,
-	fsmpb.PushItemResult_FAILED:    queenpb.PushStatus_PUSH_STATUS_FAILED,
+var pushStatuses = map[command.PushItemResult_Status]queenpb.PushStatus{
+	command.PushItemResult_QUEUED:    queenpb.PushStatus_PUSH_STATUS_QUEUED,
+	command.PushItemResult_DUPLICATE: queenpb.PushStatus_PUSH_STATUS_DUPLICATE,
+	command.PushItemResult_BUFFERED:  queenpb.PushStatus_PUSH_STATUS_BUFFERED,
+	command.PushItemResult_FAILED:    queenpb.PushStatus_PUSH_STATUS_FAILED,
 }
 
-func pushOut(r *fsmpb.PushResult) *queenpb.PushResponse {
+func pushOut(r *command.PushResult) *queenpb.PushResponse {
 	out := &queenpb.PushResponse{Results: make([]*queenpb.PushResult, len(r.Items))}
 	for i, it := range r.Items {
 		out.Results[i] = &queenpb.PushResult{
@@ -57,14 +58,14 @@ func pushOut(r *fsmpb.PushResult) *queenpb.PushResponse {
 }
 
 // popOut shapes a pop's claimed messages with their stored records.
-func popOut(r *fsmpb.PopResult) *queenpb.PopResponse {
+func popOut(r *command.PopResult) *queenpb.PopResponse {
 	out := &queenpb.PopResponse{
 		Queue: r.Queue, ConsumerGroup: r.ConsumerGroup, LeaseId: r.LeaseId,
 		PartitionsClaimed: r.PartitionsClaimed, LeaseExpiresAt: stamp(r.LeaseExpiresUs),
 		Messages: make([]*queenpb.Message, len(r.Messages)),
 	}
 	for i, m := range r.Messages {
-		rec := &fsmpb.MessageRecord{}
+		rec := &command.MessageRecord{}
 		if i < len(r.Records) && r.Records[i] != nil {
 			rec = r.Records[i]
 		}
@@ -81,16 +82,16 @@ func popOut(r *fsmpb.PopResult) *queenpb.PopResponse {
 	return out
 }
 
-func ackOut(r *fsmpb.AckItemResult) *queenpb.AckResult {
+func ackOut(r *command.AckItemResult) *queenpb.AckResult {
 	return &queenpb.AckResult{
 		TransactionId: r.TransactionId, Success: r.Success, Error: r.Error, Queue: r.Queue,
 		Partition: r.Partition, LeaseReleased: r.LeaseReleased, Dlq: r.Dlq, Noop: r.Noop,
 	}
 }
 
-func txnOut(r *fsmpb.TxnResult) *queenpb.TransactionResponse {
+func txnOut(r *command.TxnResult) *queenpb.TransactionResponse {
 	out := &queenpb.TransactionResponse{
-		Success: r.Success, TransactionId: uuidStr(r.TransactionId), Reason: r.Reason, Error: r.Error,
+		Success: r.Success, TransactionId: uuidStr(r.TransactionId), Reason: r.Reason.Text(), Error: r.Error,
 		FailedIndex: r.FailedIndex,
 	}
 	if !r.Success {
@@ -102,31 +103,34 @@ func txnOut(r *fsmpb.TxnResult) *queenpb.TransactionResponse {
 	out.Results = make([]*queenpb.TransactionItemResult, len(r.Results))
 	for i, it := range r.Results {
 		x := &queenpb.TransactionItemResult{
-			Type: it.Type, Success: it.Success, TransactionId: it.TransactionId, Dlq: it.Dlq,
+			Type: it.Type.Text(), Success: it.Success, TransactionId: it.TransactionId, Dlq: it.Dlq,
 			LeaseReleased: it.LeaseReleased, MessageId: uuidStr(it.MessageId), PartitionId: uuidStr(it.PartitionId),
 			Queue: it.Queue, Offset: it.Offset,
 		}
 		if it.Kv != nil {
 			x.Kv = kvResultOut(it.Kv)
 		}
+		if it.Timer != nil {
+			x.Timer = timerResultOut(it.Timer)
+		}
 		out.Results[i] = x
 	}
 	return out
 }
 
-func kvRowOut(r *fsmpb.KVRow) *queenpb.KvRow {
+func kvRowOut(r *command.KVRow) *queenpb.KvRow {
 	return &queenpb.KvRow{Key: r.Key, Value: jsonOrNil(r.Value != nil, r.Value), Version: r.Version,
 		ExpiresAt: stamp(r.ExpiresUs), UpdatedAt: stamp(r.UpdatedUs)}
 }
 
-func kvResultOut(r *fsmpb.KVResult) *queenpb.KvResult {
+func kvResultOut(r *command.KVResult) *queenpb.KvResult {
 	out := &queenpb.KvResult{
-		Op: r.Op, Key: r.Key, Found: r.Found, Applied: r.Applied, Version: r.Version,
-		Reason: r.Reason, Missing: r.Missing, Truncated: r.Truncated, NextAfter: r.NextAfter,
+		Op: request.KVOpName(r.Kind), Key: r.Key, Found: r.Found, Applied: r.Applied, Version: r.Version,
+		Reason: r.Reason.Text(), Missing: r.Missing, Truncated: r.Truncated, NextAfter: r.NextAfter,
 		ExpiresAt: stamp(r.ExpiresUs), UpdatedAt: stamp(r.UpdatedUs),
 	}
-	switch r.Op {
-	case "get":
+	switch r.Kind {
+	case command.KVOp_GET:
 		out.Value = jsonOrNil(r.Found, r.Value)
 	default:
 		out.Value = jsonOrNil(r.HasValue, r.Value)
@@ -137,8 +141,8 @@ func kvResultOut(r *fsmpb.KVResult) *queenpb.KvResult {
 	return out
 }
 
-func kvBatchOut(r *fsmpb.KVBatchResult) *queenpb.KvResponse {
-	out := &queenpb.KvResponse{Ok: r.Ok, Reason: r.Reason, FailedIndex: r.FailedIndex}
+func kvBatchOut(r *command.KVBatchResult) *queenpb.KvResponse {
+	out := &queenpb.KvResponse{Ok: r.Ok, Reason: r.Reason.Text(), FailedIndex: r.FailedIndex}
 	if !r.Ok {
 		if r.FailedIndex >= 0 && int(r.FailedIndex) < len(r.Results) {
 			out.Failed = kvResultOut(r.Results[r.FailedIndex])
@@ -152,7 +156,7 @@ func kvBatchOut(r *fsmpb.KVBatchResult) *queenpb.KvResponse {
 	return out
 }
 
-func configureOut(r *fsmpb.ConfigureResult) *queenpb.ConfigureResponse {
+func configureOut(r *command.ConfigureResult) *queenpb.ConfigureResponse {
 	o := r.Options
 	return &queenpb.ConfigureResponse{
 		QueueId: uuidStr(r.QueueId), PartitionId: uuidStr(r.PartitionId), Queue: r.Queue,

@@ -12,16 +12,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
-	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
 )
 
 // Leader is what the forwarding service needs from the node: operations
 // that run only if this node leads, and answer ErrNotLeader otherwise.
 type Leader interface {
-	ApplyLocal(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error)
-	PopLocal(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	ApplyLocal(ctx context.Context, cmd *command.Command) (proto.Message, error)
+	PopLocal(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context) (uint64, error)
 	RemoveServerLocal(id string) error
 }
@@ -36,19 +35,19 @@ type ForwardServer struct {
 func NewForwardServer(node Leader) *ForwardServer { return &ForwardServer{node: node} }
 
 // Apply proposes a forwarded command.
-func (s *ForwardServer) Apply(ctx context.Context, cmd *fsmpb.Command) (*fsmpb.Response, error) {
+func (s *ForwardServer) Apply(ctx context.Context, cmd *command.Command) (*command.Response, error) {
 	res, err := s.node.ApplyLocal(ctx, cmd)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, forwardStatus(err)
 	}
-	return fsm.Wrap(res), nil
+	return command.Wrap(res), nil
 }
 
 // Pop runs a forwarded pop, long-poll included.
-func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*fsmpb.PopResult, error) {
+func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*command.PopResult, error) {
 	res, err := s.node.PopLocal(ctx, req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, forwardStatus(err)
 	}
 	return res, nil
 }
@@ -57,7 +56,7 @@ func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*f
 func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRequest) (*internalpb.ReadIndexReply, error) {
 	i, err := s.node.ReadIndex(ctx)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, forwardStatus(err)
 	}
 	return &internalpb.ReadIndexReply{Index: i}, nil
 }
@@ -65,7 +64,7 @@ func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRe
 // RemoveServer removes a voter on an operator's request.
 func (s *ForwardServer) RemoveServer(ctx context.Context, req *internalpb.RemoveServerRequest) (*internalpb.RemoveServerReply, error) {
 	if err := s.node.RemoveServerLocal(req.Id); err != nil {
-		return nil, ToStatus(err)
+		return nil, forwardStatus(err)
 	}
 	return &internalpb.RemoveServerReply{}, nil
 }
@@ -119,7 +118,7 @@ func unreachable(ctx context.Context, conn *grpc.ClientConn) bool {
 }
 
 // Apply forwards a command to the leader at addr.
-func (c *ForwardClient) Apply(ctx context.Context, addr string, cmd *fsmpb.Command) (proto.Message, error) {
+func (c *ForwardClient) Apply(ctx context.Context, addr string, cmd *command.Command) (proto.Message, error) {
 	cl, conn, err := c.client(addr)
 	if err != nil {
 		return nil, err
@@ -129,16 +128,16 @@ func (c *ForwardClient) Apply(ctx context.Context, addr string, cmd *fsmpb.Comma
 	}
 	resp, err := cl.Apply(ctx, cmd)
 	if err != nil {
-		return nil, FromStatus(err, true)
+		return nil, fromForwardStatus(err, true)
 	}
 	if resp.InternalError != "" {
 		return nil, fmt.Errorf("%w: %s", cluster.ErrInternal, resp.InternalError)
 	}
-	return fsm.Unwrap(resp), nil
+	return command.Unwrap(resp), nil
 }
 
 // Pop forwards a pop; a pop claims a lease, so it is a write.
-func (c *ForwardClient) Pop(ctx context.Context, addr string, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+func (c *ForwardClient) Pop(ctx context.Context, addr string, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
 	cl, conn, err := c.client(addr)
 	if err != nil {
 		return nil, err
@@ -148,7 +147,7 @@ func (c *ForwardClient) Pop(ctx context.Context, addr string, in *fsmpb.Pop, wai
 	}
 	res, err := cl.Pop(ctx, &internalpb.PopRequest{Pop: in, WaitMs: wait.Milliseconds()})
 	if err != nil {
-		return nil, FromStatus(err, true)
+		return nil, fromForwardStatus(err, true)
 	}
 	return res, nil
 }
@@ -161,7 +160,7 @@ func (c *ForwardClient) ReadIndex(ctx context.Context, addr string) (uint64, err
 	}
 	r, err := cl.ReadIndex(ctx, &internalpb.ReadIndexRequest{})
 	if err != nil {
-		return 0, FromStatus(err, false)
+		return 0, fromForwardStatus(err, false)
 	}
 	return r.Index, nil
 }
@@ -173,7 +172,7 @@ func (c *ForwardClient) RemoveServer(ctx context.Context, addr, id string) error
 		return err
 	}
 	_, err = cl.RemoveServer(ctx, &internalpb.RemoveServerRequest{Id: id})
-	return FromStatus(err, true)
+	return fromForwardStatus(err, true)
 }
 
 // Close closes every connection.

@@ -4,14 +4,16 @@ import (
 	"context"
 	"time"
 
-	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
-	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/idempotency"
+	"github.com/queen-node/queen-node/request"
 )
 
 // Node is what the gRPC server needs from a node: the leader operations the
@@ -19,8 +21,8 @@ import (
 // (each call forwards to the leader on a follower). *cluster.Node is one.
 type Node interface {
 	Leader
-	Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error)
-	Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	Apply(ctx context.Context, cmd *command.Command) (proto.Message, error)
+	Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
 	Now() int64
 	Ready() bool
@@ -30,52 +32,109 @@ type Node interface {
 	Draining() <-chan struct{}
 }
 
-// Public serves queen.v1.Queen: each call validates its request
-// (validate.go), proposes one command through the node, and converts the
-// result (convert.go). Errors become statuses in ToStatus.
+// Public serves queen.v1.Queen: each call decodes its request (decode.go)
+// into package request's rules, proposes one command through the node, and
+// converts the result (convert.go). Failures become statuses in
+// publicStatus.
 type Public struct {
 	queenpb.UnimplementedQueenServer
-	node    Node
-	opts    options
-	kvReads *rate.Limiter
+	node  Node
+	rules *request.Rules
+	opts  options
 }
 
 // NewPublic serves the public API on node.
 func NewPublic(node Node, opts ...Option) *Public {
-	s := &Public{node: node, opts: buildOptions(opts)}
-	if s.opts.kvReadRate > 0 {
-		s.kvReads = rate.NewLimiter(rate.Limit(s.opts.kvReadRate), int(2*s.opts.kvReadRate))
-	}
-	return s
+	o := buildOptions(opts)
+	return &Public{node: node, rules: o.rules, opts: o}
 }
 
-// apply proposes cmd, bounded by the request's context and the write
-// timeout, and returns its result as T.
-func apply[T proto.Message](s *Public, ctx context.Context, cmd *fsmpb.Command) (T, error) {
+// Metadata names of the Idempotency-Key (package idempotency).
+const (
+	mdIdemKey      = "idempotency-key"
+	mdIdemReplayed = "idempotent-replayed"
+)
+
+// keyOf reads a call's idempotency-key; the request's own bytes
+// (deterministically encoded) identify it.
+func (s *Public) keyOf(ctx context.Context, req proto.Message) (*command.Idempotency, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	keys := md.Get(mdIdemKey)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	method, _ := grpc.Method(ctx)
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.rules.Idempotency(keys[0], method, body)
+}
+
+// refuse answers a refusal of the rules; with a key it is stored first, so
+// that a retry gets the same answer (unless the key already has one).
+func (s *Public) refuse(ctx context.Context, idem *command.Idempotency, err error) error {
+	e := request.FromError(err)
+	if idem == nil || !e.Storable() {
+		return publicStatus(e)
+	}
+	res, perr := propose[proto.Message](s, ctx, idem, idempotency.Refused(idem, e.Refusal()))
+	if perr != nil {
+		return perr
+	}
+	if stored, ok := res.(*command.Refusal); ok {
+		e = request.FromRefusal(stored)
+	}
+	return publicStatus(e)
+}
+
+// propose applies cmd with the call's key (idem may be nil), bounded by
+// the call's context and the write timeout, and returns its result (or the
+// one the key stored first) as T.
+func propose[T proto.Message](s *Public, ctx context.Context, idem *command.Idempotency, cmd *command.Command) (T, error) {
 	var zero T
+	cmd.Idempotency = idem
 	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
 	defer cancel()
 	res, err := s.node.Apply(ctx, cmd)
 	if err != nil {
-		return zero, ToStatus(err)
+		return zero, publicStatus(err)
 	}
-	out, ok := res.(T)
+	out, replayed, err := idempotency.Outcome(idem, res)
+	if err != nil {
+		return zero, publicStatus(err)
+	}
+	if replayed {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(mdIdemReplayed, "true"))
+	}
+	if refusal, ok := out.(*command.Refusal); ok && cmd.GetIdempotencyRecord() == nil {
+		return zero, publicStatus(request.FromRefusal(refusal))
+	}
+	typed, ok := out.(T)
 	if !ok {
-		return zero, ToStatus(cluster.ErrInternal)
+		return zero, publicStatus(cluster.ErrInternal)
 	}
-	return out, nil
+	return typed, nil
 }
 
 // Push appends messages as one entry.
 func (s *Public) Push(ctx context.Context, in *queenpb.PushRequest) (*queenpb.PushResponse, error) {
-	items, err := pushItems(in.Items)
+	idem, err := s.keyOf(ctx, in)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
-	if len(items) == 0 {
+	decoded, err := pushItems(in.Items)
+	var items []*command.PushItem
+	if err == nil {
+		items, err = request.Push(decoded)
+	}
+	if err != nil {
+		return nil, s.refuse(ctx, idem, err)
+	}
+	if len(items) == 0 && idem == nil {
 		return &queenpb.PushResponse{}, nil
 	}
-	res, err := apply[*fsmpb.PushResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}})
+	res, err := propose[*command.PushResult](s, ctx, idem, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: items}}})
 	if err != nil {
 		return nil, err
 	}
@@ -84,16 +143,17 @@ func (s *Public) Push(ctx context.Context, in *queenpb.PushRequest) (*queenpb.Pu
 
 // Pop claims messages, long-polling up to wait_ms.
 func (s *Public) Pop(ctx context.Context, in *queenpb.PopRequest) (*queenpb.PopResponse, error) {
-	pop, wait, match, err := s.popRequest(in)
+	decoded, err := pop(in)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
+	cmd, wait, match := s.rules.Pop(decoded)
 	if !match {
 		return &queenpb.PopResponse{Queue: in.Queue}, nil
 	}
-	res, err := s.node.Pop(ctx, pop, wait)
+	res, err := s.node.Pop(ctx, cmd, wait)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
 	return popOut(res), nil
 }
@@ -101,11 +161,11 @@ func (s *Public) Pop(ctx context.Context, in *queenpb.PopRequest) (*queenpb.PopR
 // Ack settles one message. An unknown status is a refused result, as on
 // the HTTP API.
 func (s *Public) Ack(ctx context.Context, in *queenpb.AckRequest) (*queenpb.AckResponse, error) {
-	it, known, err := ackItem(fromAckRequest(in), false)
+	acks, err := request.AckOne(ack(in))
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
-	res, err := s.acks(ctx, []*fsmpb.AckItem{it}, []bool{known})
+	res, err := s.acks(ctx, acks)
 	if err != nil {
 		return nil, err
 	}
@@ -114,78 +174,71 @@ func (s *Public) Ack(ctx context.Context, in *queenpb.AckRequest) (*queenpb.AckR
 
 // AckBatch settles many messages of one group as one entry.
 func (s *Public) AckBatch(ctx context.Context, in *queenpb.AckBatchRequest) (*queenpb.AckBatchResponse, error) {
-	if err := checkName("consumer_group", in.ConsumerGroup); err != nil {
-		return nil, ToStatus(err)
+	items, err := ackItems(in.Items)
+	var acks request.Acks
+	if err == nil {
+		acks, err = request.AckBatch(in.ConsumerGroup, items)
 	}
-	items := make([]*fsmpb.AckItem, 0, len(in.Items))
-	known := make([]bool, 0, len(in.Items))
-	for _, a := range in.Items {
-		if a == nil {
-			return nil, ToStatus(invalid("Each acknowledgment must be set"))
-		}
-		it, k, err := ackItem(ackFields{a.TransactionId, a.PartitionId, in.ConsumerGroup, a.LeaseId, a.Status, a.Error}, true)
-		if err != nil {
-			return nil, ToStatus(err)
-		}
-		items, known = append(items, it), append(known, k)
+	if err != nil {
+		return nil, publicStatus(err)
 	}
-	res, err := s.acks(ctx, items, known)
+	res, err := s.acks(ctx, acks)
 	if err != nil {
 		return nil, err
 	}
 	return &queenpb.AckBatchResponse{Results: res}, nil
 }
 
-// acks sends the items with a known status as one entry and answers one
-// result per item, in request order.
-func (s *Public) acks(ctx context.Context, items []*fsmpb.AckItem, known []bool) ([]*queenpb.AckResult, error) {
-	out := make([]*queenpb.AckResult, len(items))
-	var send []*fsmpb.AckItem
-	var at []int
-	for i, it := range items {
-		if !known[i] {
-			out[i] = &queenpb.AckResult{TransactionId: it.TransactionId, Error: "invalid status"}
-			continue
+// acks sends the acks as one entry and answers one result per item, in
+// request order.
+func (s *Public) acks(ctx context.Context, acks request.Acks) ([]*queenpb.AckResult, error) {
+	var res *command.AckResult
+	if cmd := acks.Command(); cmd != nil {
+		var err error
+		if res, err = propose[*command.AckResult](s, ctx, nil, cmd); err != nil {
+			return nil, err
 		}
-		send, at = append(send, it), append(at, i)
 	}
-	if len(send) == 0 {
-		return out, nil
-	}
-	res, err := apply[*fsmpb.AckResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: send}}})
-	if err != nil {
-		return nil, err
-	}
-	for j, r := range res.Items {
-		out[at[j]] = ackOut(r)
+	results := acks.Results(res)
+	out := make([]*queenpb.AckResult, len(results))
+	for i, r := range results {
+		out[i] = ackOut(r)
 	}
 	return out, nil
 }
 
-// Transaction applies acks, pushes and KV ops all or nothing. Its refusals
-// are verdicts in the response, not errors.
+// Transaction applies acks, pushes, KV ops and timers all or nothing. Its
+// refusals are verdicts in the response, not errors.
 func (s *Public) Transaction(ctx context.Context, in *queenpb.TransactionRequest) (*queenpb.TransactionResponse, error) {
-	txn, err := transactionRequest(in)
+	idem, err := s.keyOf(ctx, in)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
-	res, err := apply[*fsmpb.TxnResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: txn}})
+	decoded, err := transaction(in)
+	var txn *command.Transaction
+	if err == nil {
+		txn, err = request.Transaction(decoded)
+	}
+	if err != nil {
+		return nil, s.refuse(ctx, idem, err)
+	}
+	res, err := propose[*command.TxnResult](s, ctx, idem, &command.Command{Body: &command.Command_Transaction{Transaction: txn}})
 	if err != nil {
 		return nil, err
 	}
-	if res.Reason == fsm.ReasonKVDisabled {
-		return nil, ToStatus(errKVDisabled)
+	if e := request.TxnVerdict(res); e != nil {
+		return nil, publicStatus(e)
 	}
 	return txnOut(res), nil
 }
 
 // ExtendLease extends every partition lease holding the lease id.
 func (s *Public) ExtendLease(ctx context.Context, in *queenpb.ExtendLeaseRequest) (*queenpb.ExtendLeaseResponse, error) {
-	ext, err := extendRequest(in)
+	ext, err := request.ExtendLease(in.LeaseId, in.Seconds, in.Seconds != 0)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
-	res, err := apply[*fsmpb.ExtendResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_ExtendLease{ExtendLease: ext}})
+	res, err := propose[*command.ExtendResult](s, ctx, nil, &command.Command{Body: &command.Command_ExtendLease{ExtendLease: ext}})
 	if err != nil {
 		return nil, err
 	}
@@ -198,11 +251,15 @@ func (s *Public) ExtendLease(ctx context.Context, in *queenpb.ExtendLeaseRequest
 
 // Configure creates or reconfigures a queue.
 func (s *Public) Configure(ctx context.Context, in *queenpb.ConfigureRequest) (*queenpb.ConfigureResponse, error) {
-	cfg, err := configureRequest(in)
-	if err != nil {
-		return nil, ToStatus(err)
+	decoded, err := configure(in)
+	var cfg *command.Configure
+	if err == nil {
+		cfg, err = request.ConfigureQueue(decoded)
 	}
-	res, err := apply[*fsmpb.ConfigureResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_Configure{Configure: cfg}})
+	if err != nil {
+		return nil, publicStatus(err)
+	}
+	res, err := propose[*command.ConfigureResult](s, ctx, nil, &command.Command{Body: &command.Command_Configure{Configure: cfg}})
 	if err != nil {
 		return nil, err
 	}
@@ -211,10 +268,11 @@ func (s *Public) Configure(ctx context.Context, in *queenpb.ConfigureRequest) (*
 
 // DeleteQueue removes a queue; a missing one is not an error.
 func (s *Public) DeleteQueue(ctx context.Context, in *queenpb.DeleteQueueRequest) (*queenpb.DeleteQueueResponse, error) {
-	if err := checkName("queue", in.Queue); err != nil {
-		return nil, ToStatus(err)
+	del, err := request.DeleteQueue(in.Queue)
+	if err != nil {
+		return nil, publicStatus(err)
 	}
-	res, err := apply[*fsmpb.DeleteQueueResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: in.Queue}}})
+	res, err := propose[*command.DeleteQueueResult](s, ctx, nil, &command.Command{Body: &command.Command_DeleteQueue{DeleteQueue: del}})
 	if err != nil {
 		return nil, err
 	}
@@ -222,46 +280,44 @@ func (s *Public) DeleteQueue(ctx context.Context, in *queenpb.DeleteQueueRequest
 }
 
 // Kv runs a batch: reads only is a linearizable read (rate-limited per
-// node, as on the HTTP API); any write makes it one entry.
+// node, across both front ends); any write makes it one entry.
 func (s *Public) Kv(ctx context.Context, in *queenpb.KvRequest) (*queenpb.KvResponse, error) {
-	ops, err := kvBatch(in)
+	idem, err := s.keyOf(ctx, in)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, publicStatus(err)
 	}
-	var res *fsmpb.KVBatchResult
-	if hasWrites(ops) {
-		res, err = apply[*fsmpb.KVBatchResult](s, ctx, &fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: ops}}})
-	} else {
-		res, err = s.readKV(ctx, ops)
+	decoded, err := kvOps(in.Operations)
+	var ops []*command.KVOp
+	if err == nil {
+		ops, err = request.KVBatch(decoded)
 	}
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, s.refuse(ctx, idem, err)
 	}
-	if res.Reason == fsm.ReasonKVDisabled {
-		return nil, ToStatus(errKVDisabled)
+	var res *command.KVBatchResult
+	if request.HasKVWrites(ops) {
+		if res, err = propose[*command.KVBatchResult](s, ctx, idem, &command.Command{Body: &command.Command_Kv{Kv: &command.KVBatch{Ops: ops}}}); err != nil {
+			return nil, err
+		}
+	} else if res, err = s.readKV(ctx, ops); err != nil {
+		return nil, publicStatus(err)
+	}
+	if e := request.KVVerdict(res); e != nil {
+		return nil, publicStatus(e)
 	}
 	return kvBatchOut(res), nil
 }
 
-func hasWrites(ops []*fsmpb.KVOp) bool {
-	for _, op := range ops {
-		if kvstore.Gates(op.Kind) {
-			return true
-		}
-	}
-	return false
-}
-
 // readKV answers read-only ops from one linearizable view, which also says
 // whether the operator's kill switch is on.
-func (s *Public) readKV(ctx context.Context, ops []*fsmpb.KVOp) (*fsmpb.KVBatchResult, error) {
-	if s.kvReads != nil && !s.kvReads.Allow() {
-		return nil, errKVRateLimited
+func (s *Public) readKV(ctx context.Context, ops []*command.KVOp) (*command.KVBatchResult, error) {
+	if err := s.rules.AllowKVRead(); err != nil {
+		return nil, err
 	}
-	res := &fsmpb.KVBatchResult{Ok: true, FailedIndex: -1}
+	res := &command.KVBatchResult{Ok: true, FailedIndex: -1}
 	err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
 		if !rd.Switches().KvEnabled {
-			res = &fsmpb.KVBatchResult{Reason: fsm.ReasonKVDisabled}
+			res = &command.KVBatchResult{Reason: command.Reason_KV_DISABLED}
 			return nil
 		}
 		now := s.node.Now()

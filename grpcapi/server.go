@@ -9,27 +9,21 @@ import (
 
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
+	"github.com/queen-node/queen-node/request"
 )
 
 // Option configures the public service.
 type Option func(*options)
 
 type options struct {
-	defaultSubscriptionMode string
-	kvReadRate              float64
-	requestTimeout          time.Duration
+	rules          *request.Rules
+	requestTimeout time.Duration
 }
 
-// WithDefaultSubscriptionMode sets where a new group starts when a pop
-// names no mode: "new" (the default, 2.0) or "all" (0.15), as the HTTP API.
-func WithDefaultSubscriptionMode(mode string) Option {
-	return func(o *options) { o.defaultSubscriptionMode = mode }
-}
-
-// WithKVReadRate limits KV reads outside transactions on this node, per
-// second (burst twice that); 0 = the default 200, < 0 = unlimited.
-func WithKVReadRate(perSecond float64) Option {
-	return func(o *options) { o.kvReadRate = perSecond }
+// WithRules sets the node's request rules, shared with the HTTP API (so
+// that per-node limits hold across both); default: request.New's defaults.
+func WithRules(r *request.Rules) Option {
+	return func(o *options) { o.rules = r }
 }
 
 // WithRequestTimeout bounds a write's wait for its entry; 0 = 10s.
@@ -42,11 +36,8 @@ func buildOptions(opts []Option) options {
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.defaultSubscriptionMode == "" {
-		o.defaultSubscriptionMode = "new"
-	}
-	if o.kvReadRate == 0 {
-		o.kvReadRate = 200
+	if o.rules == nil {
+		o.rules = request.New(request.Options{})
 	}
 	if o.requestTimeout <= 0 {
 		o.requestTimeout = 10 * time.Second

@@ -1,94 +1,55 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 
-	"github.com/google/uuid"
-
-	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/request"
 )
 
-// ackStatus normalises an ack status (spec §4.4, addendum §4.7); ok=false
-// for a value the API does not know.
-func ackStatus(raw json.RawMessage) (string, bool) {
-	if !present(raw) {
-		return fsm.StatusCompleted, true
+// decodeAck checks an ack's members' JSON types (spec §4.4). The SDKs'
+// boolean status (false = failed) is decoded to its word.
+func decodeAck(o object, batch bool) (request.Ack, error) {
+	var in request.Ack
+	var ok bool
+	if in.TransactionID, ok = str(o["transactionId"]); !ok {
+		in.TransactionID = "" // request says what is missing
 	}
-	if b, ok := boolean(raw); ok { // the SDKs' `false` means failed
-		if b {
-			return fsm.StatusCompleted, true
-		}
-		return fsm.StatusFailed, true
+	if in.PartitionID, ok = str(o["partitionId"]); !ok {
+		in.PartitionID = ""
 	}
-	s, ok := str(raw)
-	if !ok {
-		return "", false
+	if in.TransactionID == "" || in.PartitionID == "" {
+		return in, nil
 	}
-	switch s {
-	case "completed", "success", "acked", "ok":
-		return fsm.StatusCompleted, true
-	case "failed":
-		return fsm.StatusFailed, true
-	case "retry":
-		return fsm.StatusRetry, true
-	case "dlq":
-		return fsm.StatusDLQ, true
-	}
-	return "", false
-}
-
-// parseAckItem validates an ack's fields. The group is taken from group
-// when non-nil (the batch route's top level).
-func parseAckItem(o object, batch bool) (*fsmpb.AckItem, bool, error) {
-	txn, ok := str(o["transactionId"])
-	if !ok || txn == "" {
-		if batch {
-			return nil, false, bad("Each acknowledgment must have a valid transactionId string")
-		}
-		return nil, false, bad("transactionId is required")
-	}
-	pidStr, ok := str(o["partitionId"])
-	if !ok || pidStr == "" {
-		if batch {
-			return nil, false, bad("Each acknowledgment must have a valid partitionId string to ensure message uniqueness")
-		}
-		return nil, false, bad("partitionId is required to ensure message uniqueness")
-	}
-	it := &fsmpb.AckItem{TransactionId: txn}
-	if pid, err := uuid.Parse(pidStr); err == nil {
-		it.PartitionId = pid[:] // a non-UUID finds nothing: "Message not found"
-	}
-	if raw := o["consumerGroup"]; present(raw) {
-		g, ok := str(raw)
-		if !ok {
-			return nil, false, bad("consumerGroup must be a string")
-		}
-		if err := checkName("consumerGroup", g); err != nil {
-			return nil, false, err
-		}
-		if g != fsm.QueueModeGroup {
-			it.ConsumerGroup = g
+	var err error
+	if !batch {
+		if in.ConsumerGroup, err = optString(o["consumerGroup"], "consumerGroup must be a string"); err != nil {
+			return in, err
 		}
 	}
-	if raw := o["leaseId"]; present(raw) {
-		l, ok := str(raw)
-		if !ok {
-			return nil, false, bad("leaseId must be a string")
-		}
-		it.LeaseId = l
+	if in.LeaseID, err = optString(o["leaseId"], "leaseId must be a string"); err != nil {
+		return in, err
 	}
 	if raw := o["error"]; present(raw) {
 		e, ok := str(raw)
 		if !ok {
-			return nil, false, bad("error must be a string or null")
+			return in, request.Bad("error must be a string or null")
 		}
-		it.Error, it.HasError = e, true
+		in.Error = &e
 	}
-	status, known := ackStatus(o["status"])
-	it.Status = status
-	return it, known, nil
+	if raw := o["status"]; present(raw) {
+		var s string
+		switch kindOf(raw) {
+		case 't':
+			s = "completed"
+		case 'f':
+			s = "failed"
+		default:
+			s, _ = str(raw) // not a string: "", which no status is
+		}
+		in.Status = &s
+	}
+	return in, nil
 }
 
 type ackItemOut struct {
@@ -103,102 +64,84 @@ type ackItemOut struct {
 	Noop          bool    `json:"noop"`
 }
 
-func ackOut(i int, r *fsmpb.AckItemResult) ackItemOut {
-	return ackItemOut{
-		Index: i, TransactionID: r.TransactionId, Success: r.Success, Error: nullable(r.Error),
-		QueueName: nullable(r.Queue), PartitionName: nullable(r.Partition),
-		LeaseReleased: r.LeaseReleased, DLQ: r.Dlq, Noop: r.Noop,
-	}
-}
-
 func (a *API) ack(w http.ResponseWriter, r *http.Request) {
 	o, err := a.readObject(r)
 	if err != nil {
-		writeDecodeError(w, err)
+		writeError(w, err)
 		return
 	}
-	it, known, err := parseAckItem(o, false)
+	in, err := decodeAck(o, false)
 	if err != nil {
-		writeDecodeError(w, err)
+		writeError(w, err)
 		return
 	}
-	a.applyAcks(w, r, []*fsmpb.AckItem{it}, []bool{known})
+	acks, err := request.AckOne(in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	a.applyAcks(w, r, acks)
 }
 
 func (a *API) ackBatch(w http.ResponseWriter, r *http.Request) {
 	o, err := a.readObject(r)
 	if err != nil {
-		writeDecodeError(w, err)
+		writeError(w, err)
 		return
 	}
 	elems, ok := array(o["acknowledgments"])
 	if !ok {
-		writeError(w, http.StatusBadRequest, "acknowledgments array is required")
+		writeError(w, request.Bad("acknowledgments array is required"))
 		return
 	}
-	group := ""
-	if raw := o["consumerGroup"]; present(raw) {
-		g, ok := str(raw)
-		if !ok {
-			writeError(w, http.StatusBadRequest, "consumerGroup must be a string")
-			return
-		}
-		if err := checkName("consumerGroup", g); err != nil {
-			writeDecodeError(w, err)
-			return
-		}
-		if g != fsm.QueueModeGroup {
-			group = g
-		}
+	group, err := optString(o["consumerGroup"], "consumerGroup must be a string")
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	items := make([]*fsmpb.AckItem, 0, len(elems))
-	known := make([]bool, 0, len(elems))
+	in := make([]request.Ack, 0, len(elems))
 	for _, e := range elems {
 		eo, ok := asObject(e)
 		if !ok {
-			writeError(w, http.StatusBadRequest, "Each acknowledgment must be an object")
+			writeError(w, request.Bad("Each acknowledgment must be an object"))
 			return
 		}
-		it, k, err := parseAckItem(eo, true)
+		it, err := decodeAck(eo, true)
 		if err != nil {
-			writeDecodeError(w, err)
+			writeError(w, err)
 			return
 		}
-		it.ConsumerGroup = group // the top level decides (spec §4.4)
-		items = append(items, it)
-		known = append(known, k)
+		in = append(in, it)
 	}
-	a.applyAcks(w, r, items, known)
+	acks, err := request.AckBatch(group, in)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	a.applyAcks(w, r, acks)
 }
 
-// applyAcks sends the acks with a known status as one entry and answers one
-// result per item in request order.
-func (a *API) applyAcks(w http.ResponseWriter, r *http.Request, items []*fsmpb.AckItem, known []bool) {
-	out := make([]ackItemOut, len(items))
-	var send []*fsmpb.AckItem
-	var at []int
-	for i, it := range items {
-		if !known[i] {
-			e := "invalid status"
-			out[i] = ackItemOut{Index: i, TransactionID: it.TransactionId, Error: &e}
-			continue
-		}
-		send = append(send, it)
-		at = append(at, i)
-	}
-	if len(send) > 0 {
-		ctx, cancel := a.writeCtx(r)
-		defer cancel()
-		res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_Ack{Ack: &fsmpb.Ack{Items: send}}})
-		if err != nil {
-			writeBackendError(w, err)
+// applyAcks sends the acks as one entry and answers one result per item in
+// request order.
+func (a *API) applyAcks(w http.ResponseWriter, r *http.Request, acks request.Acks) {
+	var res *command.AckResult
+	if cmd := acks.Command(); cmd != nil {
+		out, ok := a.propose(w, r, nil, cmd)
+		if !ok {
 			return
 		}
-		for j, ir := range res.(*fsmpb.AckResult).Items {
-			out[at[j]] = ackOut(at[j], ir)
-			if ir.Success {
-				a.m.acked.WithLabelValues(send[j].Status).Inc()
-			}
+		res = out.(*command.AckResult)
+	}
+	results := acks.Results(res)
+	out := make([]ackItemOut, len(results))
+	for i, ir := range results {
+		out[i] = ackItemOut{
+			Index: i, TransactionID: ir.TransactionId, Success: ir.Success, Error: nullable(ir.Error),
+			QueueName: nullable(ir.Queue), PartitionName: nullable(ir.Partition),
+			LeaseReleased: ir.LeaseReleased, DLQ: ir.Dlq, Noop: ir.Noop,
+		}
+		if ir.Success {
+			a.m.acked.WithLabelValues(acks.Items()[i].Status.Text()).Inc()
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

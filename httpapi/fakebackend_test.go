@@ -18,15 +18,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
-	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/store"
 )
 
 // popCall is one recorded Backend.Pop.
 type popCall struct {
-	In   *fsmpb.Pop
+	In   *command.Pop
 	Wait time.Duration
 }
 
@@ -37,14 +36,14 @@ type popCall struct {
 // empty state, so read-only KV calls and the path GET route work.
 type fakeBackend struct {
 	mu      sync.Mutex
-	applies []*fsmpb.Command
+	applies []*command.Command
 	pops    []popCall
 	reads   []cluster.ReadLevel
 
 	// ApplyFn, when set, answers Apply instead of the default synthesis.
-	ApplyFn func(cmd *fsmpb.Command) (proto.Message, error)
+	ApplyFn func(cmd *command.Command) (proto.Message, error)
 	// PopFn, when set, answers Pop; the default is an empty result (204).
-	PopFn func(in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	PopFn func(in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	// ReadErr, when set, is returned by Read without running fn.
 	ReadErr error
 
@@ -78,10 +77,10 @@ func (f *fakeBackend) reset() {
 	f.ApplyFn, f.PopFn, f.ReadErr = nil, nil, nil
 }
 
-func (f *fakeBackend) Applies() []*fsmpb.Command {
+func (f *fakeBackend) Applies() []*command.Command {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]*fsmpb.Command(nil), f.applies...)
+	return append([]*command.Command(nil), f.applies...)
 }
 
 func (f *fakeBackend) Pops() []popCall {
@@ -96,9 +95,9 @@ func (f *fakeBackend) Reads() []cluster.ReadLevel {
 	return append([]cluster.ReadLevel(nil), f.reads...)
 }
 
-func (f *fakeBackend) Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error) {
+func (f *fakeBackend) Apply(ctx context.Context, cmd *command.Command) (proto.Message, error) {
 	f.mu.Lock()
-	f.applies = append(f.applies, proto.Clone(cmd).(*fsmpb.Command))
+	f.applies = append(f.applies, proto.Clone(cmd).(*command.Command))
 	fn := f.ApplyFn
 	f.mu.Unlock()
 	if fn != nil {
@@ -107,15 +106,15 @@ func (f *fakeBackend) Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Mess
 	return f.defaultApply(cmd), nil
 }
 
-func (f *fakeBackend) Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error) {
+func (f *fakeBackend) Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
 	f.mu.Lock()
-	f.pops = append(f.pops, popCall{In: proto.Clone(in).(*fsmpb.Pop), Wait: wait})
+	f.pops = append(f.pops, popCall{In: proto.Clone(in).(*command.Pop), Wait: wait})
 	fn := f.PopFn
 	f.mu.Unlock()
 	if fn != nil {
 		return fn(in, wait)
 	}
-	return &fsmpb.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+	return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
 }
 
 func (f *fakeBackend) Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error {
@@ -142,74 +141,74 @@ func (f *fakeBackend) Ready() bool { return true }
 
 // defaultApply answers every command the way a healthy node would when
 // everything succeeds.
-func (f *fakeBackend) defaultApply(cmd *fsmpb.Command) proto.Message {
+func (f *fakeBackend) defaultApply(cmd *command.Command) proto.Message {
 	switch b := cmd.Body.(type) {
-	case *fsmpb.Command_Push:
-		res := &fsmpb.PushResult{}
+	case *command.Command_Push:
+		res := &command.PushResult{}
 		for _, it := range b.Push.Items {
 			res.Items = append(res.Items, fakePushResult(it))
 		}
 		return res
-	case *fsmpb.Command_Ack:
-		res := &fsmpb.AckResult{}
+	case *command.Command_Ack:
+		res := &command.AckResult{}
 		for _, it := range b.Ack.Items {
-			res.Items = append(res.Items, &fsmpb.AckItemResult{Success: true, TransactionId: it.TransactionId,
+			res.Items = append(res.Items, &command.AckItemResult{Success: true, TransactionId: it.TransactionId,
 				Queue: "orders", Partition: "Default", LeaseReleased: true})
 		}
 		return res
-	case *fsmpb.Command_Transaction:
-		res := &fsmpb.TxnResult{Success: true, TransactionId: b.Transaction.TransactionId, FailedIndex: -1}
+	case *command.Command_Transaction:
+		res := &command.TxnResult{Success: true, TransactionId: b.Transaction.TransactionId, FailedIndex: -1}
 		for _, op := range b.Transaction.Ops {
 			switch o := op.Op.(type) {
-			case *fsmpb.TxnOp_Ack:
-				res.Results = append(res.Results, &fsmpb.TxnItemResult{Type: "ack", Success: true, TransactionId: o.Ack.TransactionId})
-			case *fsmpb.TxnOp_Push:
+			case *command.TxnOp_Ack:
+				res.Results = append(res.Results, &command.TxnItemResult{Type: command.TxnItemResult_ACK, Success: true, TransactionId: o.Ack.TransactionId})
+			case *command.TxnOp_Push:
 				pr := fakePushResult(o.Push)
-				res.Results = append(res.Results, &fsmpb.TxnItemResult{Type: "push", Success: true,
+				res.Results = append(res.Results, &command.TxnItemResult{Type: command.TxnItemResult_PUSH, Success: true,
 					TransactionId: pr.TransactionId, MessageId: pr.MessageId, PartitionId: pr.PartitionId, Queue: pr.Queue, Offset: 1})
 			}
 		}
 		for _, op := range b.Transaction.Kv {
-			res.Results = append(res.Results, &fsmpb.TxnItemResult{Type: "kv", Success: true, Kv: f.fakeKVResult(op)})
+			res.Results = append(res.Results, &command.TxnItemResult{Type: command.TxnItemResult_KV, Success: true, Kv: f.fakeKVResult(op)})
 		}
 		return res
-	case *fsmpb.Command_Kv:
-		res := &fsmpb.KVBatchResult{Ok: true, FailedIndex: -1}
+	case *command.Command_Kv:
+		res := &command.KVBatchResult{Ok: true, FailedIndex: -1}
 		for _, op := range b.Kv.Ops {
 			res.Results = append(res.Results, f.fakeKVResult(op))
 		}
 		return res
-	case *fsmpb.Command_Configure:
+	case *command.Command_Configure:
 		c := b.Configure
-		return &fsmpb.ConfigureResult{QueueId: fakePartitionID[:], PartitionId: fakePartitionID[:],
-			Queue: c.Queue, Namespace: c.Namespace, Task: c.Task, Options: &fsmpb.QueueOptionsOut{LeaseTime: 300, RetryLimit: 3}}
-	case *fsmpb.Command_ExtendLease:
-		return &fsmpb.ExtendResult{Success: true, ExpiresUs: f.now + b.ExtendLease.Seconds*1e6}
-	case *fsmpb.Command_DeleteQueue:
-		return &fsmpb.DeleteQueueResult{}
+		return &command.ConfigureResult{QueueId: fakePartitionID[:], PartitionId: fakePartitionID[:],
+			Queue: c.Queue, Namespace: c.Namespace, Task: c.Task, Options: &command.QueueOptionsOut{LeaseTime: 300, RetryLimit: 3}}
+	case *command.Command_ExtendLease:
+		return &command.ExtendResult{Success: true, ExpiresUs: f.now + b.ExtendLease.Seconds*1e6}
+	case *command.Command_DeleteQueue:
+		return &command.DeleteQueueResult{}
 	}
-	return &fsmpb.Response{}
+	return &command.Response{}
 }
 
-func fakePushResult(it *fsmpb.PushItem) *fsmpb.PushItemResult {
-	return &fsmpb.PushItemResult{Status: fsmpb.PushItemResult_QUEUED, TransactionId: it.TransactionId,
+func fakePushResult(it *command.PushItem) *command.PushItemResult {
+	return &command.PushItemResult{Status: command.PushItemResult_QUEUED, TransactionId: it.TransactionId,
 		MessageId: it.MessageId, PartitionId: fakePartitionID[:], Queue: it.Queue, TraceId: it.TraceId, Offset: 1}
 }
 
 // fakeKVResult answers a KV op as if the key did not exist and every write
 // applied; a write echoes the value it stored.
-func (f *fakeBackend) fakeKVResult(op *fsmpb.KVOp) *fsmpb.KVResult {
-	r := &fsmpb.KVResult{Op: kvstore.OpName(op.Kind), Key: op.Key}
+func (f *fakeBackend) fakeKVResult(op *command.KVOp) *command.KVResult {
+	r := &command.KVResult{Kind: op.Kind, Key: op.Key}
 	switch op.Kind {
-	case fsmpb.KVOp_GET, fsmpb.KVOp_GET_MANY, fsmpb.KVOp_GET_PREFIX:
-		if op.Kind == fsmpb.KVOp_GET_MANY {
+	case command.KVOp_GET, command.KVOp_GET_MANY, command.KVOp_GET_PREFIX:
+		if op.Kind == command.KVOp_GET_MANY {
 			r.Missing = op.Keys
 		}
 		return r
-	case fsmpb.KVOp_DELETE, fsmpb.KVOp_CHECK:
-		r.Applied, r.Reason = op.Kind == fsmpb.KVOp_CHECK, "absent"
+	case command.KVOp_DELETE, command.KVOp_CHECK:
+		r.Applied, r.Reason = op.Kind == command.KVOp_CHECK, command.KVResult_ABSENT
 		return r
-	case fsmpb.KVOp_INCR:
+	case command.KVOp_INCR:
 		r.Applied, r.HasValue, r.Value, r.Version = true, true, []byte("1"), 7
 	default:
 		v := op.Value

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"testing"
 
 	"github.com/google/uuid"
 
-	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
-	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/request"
 )
 
 // The fuzz targets send arbitrary bodies through the real handler over the
@@ -80,51 +80,51 @@ func (r *fuzzRig) send(t *testing.T, method, target string, body []byte) *httpte
 
 // checkCommand fails t when cmd carries something the decoder should have
 // refused.
-func checkCommand(t *testing.T, cmd *fsmpb.Command) {
+func checkCommand(t *testing.T, cmd *command.Command) {
 	t.Helper()
 	switch b := cmd.Body.(type) {
-	case *fsmpb.Command_Push:
+	case *command.Command_Push:
 		if len(b.Push.Items) == 0 {
 			t.Fatal("a push entry with no items")
 		}
 		for _, it := range b.Push.Items {
 			checkPushItem(t, it)
 		}
-	case *fsmpb.Command_Ack:
+	case *command.Command_Ack:
 		if len(b.Ack.Items) == 0 {
 			t.Fatal("an ack entry with no items")
 		}
 		for _, it := range b.Ack.Items {
 			checkAckItem(t, it)
 		}
-	case *fsmpb.Command_Transaction:
+	case *command.Command_Transaction:
 		in := b.Transaction
 		if len(in.TransactionId) != 16 {
 			t.Fatalf("transaction id of %d bytes", len(in.TransactionId))
 		}
 		for _, op := range in.Ops {
 			switch o := op.Op.(type) {
-			case *fsmpb.TxnOp_Ack:
+			case *command.TxnOp_Ack:
 				checkAckItem(t, o.Ack)
-			case *fsmpb.TxnOp_Push:
+			case *command.TxnOp_Push:
 				checkPushItem(t, o.Push)
 			default:
 				t.Fatalf("transaction op of type %T", op.Op)
 			}
 		}
 		for _, op := range in.Kv {
-			if op.Kind == fsmpb.KVOp_GET_PREFIX {
+			if op.Kind == command.KVOp_GET_PREFIX {
 				t.Fatal("getPrefix reached a transaction")
 			}
 		}
 		checkKVOps(t, in.Kv)
-	case *fsmpb.Command_Kv:
+	case *command.Command_Kv:
 		if len(b.Kv.Ops) == 0 {
 			t.Fatal("a KV entry with no ops")
 		}
 		checkKVOps(t, b.Kv.Ops)
-	case *fsmpb.Command_Configure:
-		if err := checkName("queue", b.Configure.Queue); err != nil {
+	case *command.Command_Configure:
+		if err := request.CheckName("queue", b.Configure.Queue); err != nil {
 			t.Fatalf("configure: %v", err)
 		}
 		o := b.Configure.Options
@@ -136,7 +136,7 @@ func checkCommand(t *testing.T, cmd *fsmpb.Command) {
 				t.Fatalf("configure: option %s = %d", name, *v)
 			}
 		}
-	case *fsmpb.Command_ExtendLease:
+	case *command.Command_ExtendLease:
 		if s := b.ExtendLease.Seconds; s < 1 || s > 7*24*3600 {
 			t.Fatalf("extend by %d seconds", s)
 		}
@@ -145,15 +145,15 @@ func checkCommand(t *testing.T, cmd *fsmpb.Command) {
 	}
 }
 
-func checkPushItem(t *testing.T, it *fsmpb.PushItem) {
+func checkPushItem(t *testing.T, it *command.PushItem) {
 	t.Helper()
-	if err := checkName("queue", it.Queue); err != nil {
+	if err := request.CheckName("queue", it.Queue); err != nil {
 		t.Fatalf("push: %v", err)
 	}
-	if err := checkName("partition", it.Partition); err != nil || it.Partition == "" {
+	if err := request.CheckName("partition", it.Partition); err != nil || it.Partition == "" {
 		t.Fatalf("push: partition %q (%v)", it.Partition, err)
 	}
-	if it.TransactionId == "" || len(it.TransactionId) > maxTxnIDBytes {
+	if it.TransactionId == "" || len(it.TransactionId) > request.MaxTxnIDBytes {
 		t.Fatalf("push: transactionId of %d bytes", len(it.TransactionId))
 	}
 	if it.TraceId != "" {
@@ -172,28 +172,30 @@ func checkPushItem(t *testing.T, it *fsmpb.PushItem) {
 	}
 }
 
-func checkAckItem(t *testing.T, it *fsmpb.AckItem) {
+func checkAckItem(t *testing.T, it *command.AckItem) {
 	t.Helper()
 	if it.TransactionId == "" {
 		t.Fatal("ack: empty transactionId")
 	}
-	if err := checkName("consumerGroup", it.ConsumerGroup); err != nil {
+	if err := request.CheckName("consumerGroup", it.ConsumerGroup); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	if it.ConsumerGroup == fsm.QueueModeGroup {
+	if it.ConsumerGroup == command.QueueModeGroup {
 		t.Fatal("ack: the reserved queue-mode group reached the state by name")
 	}
 	if len(it.PartitionId) != 0 && len(it.PartitionId) != 16 {
 		t.Fatalf("ack: partition id of %d bytes", len(it.PartitionId))
 	}
-	switch it.Status {
-	case fsm.StatusCompleted, fsm.StatusFailed, fsm.StatusRetry, fsm.StatusDLQ:
-	default:
-		t.Fatalf("ack: status %q", it.Status)
+	if _, known := command.AckStatus_name[int32(it.Status)]; !known {
+		t.Fatalf("ack: status %v", it.Status)
 	}
 }
 
-func checkKVOps(t *testing.T, ops []*fsmpb.KVOp) {
+// kvNamespace is the spec's namespace pattern (§4.7), as an independent
+// oracle for what the rules let through.
+var kvNamespace = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+func checkKVOps(t *testing.T, ops []*command.KVOp) {
 	t.Helper()
 	written := map[string]bool{}
 	for i, op := range ops {
@@ -201,35 +203,35 @@ func checkKVOps(t *testing.T, ops []*fsmpb.KVOp) {
 			t.Fatalf("kv op %d: namespace %q", i, op.Ns)
 		}
 		switch op.Kind {
-		case fsmpb.KVOp_GET_MANY:
+		case command.KVOp_GET_MANY:
 			if len(op.Keys) == 0 {
 				t.Fatalf("kv op %d: getMany without keys", i)
 			}
-		case fsmpb.KVOp_GET_PREFIX:
+		case command.KVOp_GET_PREFIX:
 			if op.Prefix == "" {
 				t.Fatalf("kv op %d: getPrefix without prefix", i)
 			}
 		default:
-			if op.Key == "" || len(op.Key) > maxKVKeyBytes {
+			if op.Key == "" || len(op.Key) > request.MaxKVKeyBytes {
 				t.Fatalf("kv op %d: key of %d bytes", i, len(op.Key))
 			}
 		}
-		if needsExpiry(op.Kind) && (op.TtlSeconds > 0) == op.Forever {
+		if op.Kind.NeedsExpiry() && (op.TtlSeconds > 0) == op.Forever {
 			t.Fatalf("kv op %d (%v): ttlSeconds %d, forever %v: not exactly one expiry", i, op.Kind, op.TtlSeconds, op.Forever)
 		}
 		switch op.Kind {
-		case fsmpb.KVOp_PUT, fsmpb.KVOp_PUT_IF_ABSENT, fsmpb.KVOp_CAS:
-			if len(op.Value) > maxKVValueBytes || !json.Valid(op.Value) {
+		case command.KVOp_PUT, command.KVOp_PUT_IF_ABSENT, command.KVOp_CAS:
+			if len(op.Value) > request.MaxKVValueBytes || !json.Valid(op.Value) {
 				t.Fatalf("kv op %d: value of %d bytes, valid JSON %v", i, len(op.Value), json.Valid(op.Value))
 			}
 		}
-		if op.Kind == fsmpb.KVOp_PUT_IF_ABSENT && op.HasExpect && op.Expect != 0 {
+		if op.Kind == command.KVOp_PUT_IF_ABSENT && op.HasExpect && op.Expect != 0 {
 			t.Fatalf("kv op %d: putIfAbsent with expect %d", i, op.Expect)
 		}
-		if op.Kind == fsmpb.KVOp_CAS && !op.HasExpect {
+		if op.Kind == command.KVOp_CAS && !op.HasExpect {
 			t.Fatalf("kv op %d: cas without expect", i)
 		}
-		if kvstore.IsWrite(op.Kind) {
+		if op.Kind.IsWrite() {
 			k := op.Ns + "\x00" + op.Key
 			if written[k] {
 				t.Fatalf("kv op %d: a second write to %s/%s", i, op.Ns, op.Key)
@@ -488,7 +490,7 @@ func FuzzPopQuery(f *testing.F) {
 			t.Fatalf("query %q: status %d body %q, want the empty pop (204, no body)", query, rec.Code, rec.Body.String())
 		}
 		pops := r.fb.Pops()
-		if checkName("consumerGroup", req.URL.Query().Get("consumerGroup")) != nil {
+		if request.CheckName("consumerGroup", req.URL.Query().Get("consumerGroup")) != nil {
 			// A group no state can key (NUL, too long, not UTF-8) claims
 			// nothing: the pop answers empty without reaching the backend.
 			if len(pops) != 0 {
@@ -500,16 +502,16 @@ func FuzzPopQuery(f *testing.F) {
 			t.Fatalf("query %q: %d Pop calls", query, len(pops))
 		}
 		in := pops[0].In
-		if in.Batch < 1 || in.Batch > maxPopBatch || in.Partitions < 1 || in.Partitions > 1000 {
+		if in.Batch < 1 || in.Batch > request.MaxPopBatch || in.Partitions < 1 || in.Partitions > 1000 {
 			t.Fatalf("query %q: batch %d, partitions %d", query, in.Batch, in.Partitions)
 		}
 		if partitionRoute && (in.Partitions != 1 || !in.HasPartition) {
 			t.Fatalf("query %q: partition route with partitions %d", query, in.Partitions)
 		}
-		if pops[0].Wait > maxPopTimeout {
+		if pops[0].Wait > request.MaxPopWait {
 			t.Fatalf("query %q: wait %v past the ceiling", query, pops[0].Wait)
 		}
-		if in.ConsumerGroup == fsm.QueueModeGroup {
+		if in.ConsumerGroup == command.QueueModeGroup {
 			t.Fatalf("query %q: the reserved group reached the backend by name", query)
 		}
 	})

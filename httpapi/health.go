@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"errors"
+	"context"
 	"net/http"
 	"runtime"
 	"time"
-
-	"github.com/queen-node/queen-node/cluster"
 )
 
 // health is GET /health: 200 when this node can serve writes (it leads or
@@ -61,14 +59,10 @@ func (a *API) clusterView(w http.ResponseWriter, r *http.Request) {
 // own; see cluster/DESIGN.md).
 func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	ctx, cancel := a.writeCtx(r)
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 	defer cancel()
 	if err := a.b.RemoveServer(ctx, id); err != nil {
-		if errors.Is(err, cluster.ErrUnknownServer) {
-			writeError(w, http.StatusNotFound, "no node "+id+" in the cluster configuration")
-			return
-		}
-		writeBackendError(w, err)
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"removed": true, "id": id})

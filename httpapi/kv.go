@@ -2,88 +2,181 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 
-	"google.golang.org/protobuf/proto"
+	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
-	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/request"
 )
+
+// decodeKVOps checks each KV op's members' JSON types (spec §4.7).
+func decodeKVOps(raws []jsontext.Value) ([]request.KVOp, error) {
+	if len(raws) > request.MaxKVOpsPerCall {
+		return nil, request.KVBad("kv_too_many_ops", "too many ops per call")
+	}
+	ops := make([]request.KVOp, 0, len(raws))
+	for i, raw := range raws {
+		o, ok := asObject(raw)
+		if !ok {
+			return nil, request.KVBad("kv_bad_op", request.KVOpAt(i)+"must be an object")
+		}
+		op, err := decodeKVOp(i, o)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+func decodeKVOp(i int, o object) (request.KVOp, error) {
+	at := request.KVOpAt(i)
+	var op request.KVOp
+	var ok bool
+	if op.Op, ok = str(o["op"]); !ok {
+		return op, request.KVBad("kv_bad_op", at+"op must be a string")
+	}
+	if op.Ns, ok = str(o["ns"]); !ok {
+		return op, request.KVBad("kv_bad_namespace", at+"ns must match ^[a-z0-9][a-z0-9._-]{0,63}$")
+	}
+	if raw, has := o["key"]; has {
+		if op.Key, ok = str(raw); !ok {
+			return op, request.KVBad("kv_bad_key", at+"key must be a non-empty string of at most 512 bytes")
+		}
+	}
+	if raw, has := o["keys"]; has {
+		elems, ok := array(raw)
+		if !ok {
+			return op, request.KVBad("kv_bad_key", at+"keys must be a non-empty array of strings")
+		}
+		for _, e := range elems {
+			k, ok := str(e)
+			if !ok {
+				return op, request.KVBad("kv_bad_key", at+"keys must be non-empty strings of at most 512 bytes")
+			}
+			op.Keys = append(op.Keys, k)
+		}
+	}
+	if raw, has := o["prefix"]; has {
+		if op.Prefix, ok = str(raw); !ok {
+			return op, request.KVBad("kv_bad_prefix", at+"prefix must be a non-empty string")
+		}
+	}
+	type member struct {
+		name, reason, msg string
+		dst               *int64
+		has               *bool
+	}
+	for _, m := range []member{
+		{"limit", "kv_bad_limit", "limit must be an integer", &op.Limit, nil},
+		{"delta", "kv_bad_delta", "delta must be an integer", &op.Delta, &op.HasDelta},
+		{"min", "kv_bad_limit", "min must be an integer", &op.Min, &op.HasMin},
+		{"max", "kv_bad_limit", "max must be an integer", &op.Max, &op.HasMax},
+		{"expect", "kv_bad_expect", "expect must be an integer >= 0", &op.Expect, &op.HasExpect},
+		{"ttlSeconds", "kv_expiry_not_specified", "ttlSeconds must be an integer > 0", &op.TTL, &op.HasTTL},
+	} {
+		raw := o[m.name]
+		if !present(raw) {
+			continue
+		}
+		n, ok := integer(raw)
+		if !ok {
+			return op, request.KVBad(m.reason, at+m.msg)
+		}
+		*m.dst = n
+		if m.has != nil {
+			*m.has = true
+		}
+	}
+	if raw := o["after"]; present(raw) {
+		if op.After, ok = str(raw); !ok {
+			return op, request.KVBad("kv_bad_after", at+"after must be a string")
+		}
+	}
+	for _, m := range []struct {
+		name string
+		dst  *bool
+	}{{"keysOnly", &op.KeysOnly}, {"required", &op.Required}, {"forever", &op.Forever}} {
+		if raw := o[m.name]; present(raw) {
+			if *m.dst, ok = boolean(raw); !ok {
+				return op, request.KVBad("kv_bad_request", at+m.name+" must be a boolean")
+			}
+		}
+	}
+	op.Value, op.HasValue = o["value"]
+	return op, nil
+}
 
 // kvBatch is POST /api/v1/kv: {"operations":[...]} or a bare array. A call
 // of reads only is a linearizable read; a call with any write is one entry.
 func (a *API) kvBatch(w http.ResponseWriter, r *http.Request) {
-	body, err := a.readBody(r)
-	if err != nil {
-		writeDecodeError(w, err)
+	body, idem, ok := a.readWrite(w, r)
+	if !ok {
 		return
 	}
-	idem, handled := a.idempotency(w, r, body, a.renderKVBatch)
-	if handled {
-		return
+	ops, err := decodeKVBody(body)
+	var cmdOps []*command.KVOp
+	if err == nil {
+		cmdOps, err = request.KVBatch(ops)
 	}
-	ops, err := parseKVBody(body)
 	if err != nil {
 		a.refuse(w, r, idem, err)
 		return
 	}
-	if !hasWrites(ops) {
-		// Reads are safe to repeat: nothing to store under a key.
-		if !a.allowKVRead(w) {
-			return
-		}
-		res, ok := a.readKV(w, r, ops)
-		if ok {
-			a.renderKVBatch(w, res)
-		}
-		return
-	}
-	res, ok := a.apply(w, r, idem, &fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: ops}}}, a.renderKVBatch)
-	if ok {
-		a.renderKVBatch(w, res)
-	}
+	a.runKV(w, r, idem, cmdOps, renderKVBatch)
 }
 
-func parseKVBody(body []byte) ([]*fsmpb.KVOp, error) {
-	var raws []json.RawMessage
-	switch firstByte(body) {
-	case '[':
-		if err := json.Unmarshal(body, &raws); err != nil {
-			return nil, bad("Invalid JSON: " + err.Error())
+func decodeKVBody(body []byte) ([]request.KVOp, error) {
+	var raws []jsontext.Value
+	if kindOf(body) == '[' {
+		if err := unmarshal(body, &raws); err != nil {
+			return nil, request.Bad("Invalid JSON: " + err.Error())
 		}
-	default:
+	} else {
 		o, err := parseObject(body)
 		if err != nil {
 			return nil, err
 		}
 		var ok bool
 		if raws, ok = array(o["operations"]); !ok {
-			return nil, kvBad("kv_bad_request", "operations must be an array")
+			return nil, request.KVBad("kv_bad_request", "operations must be an array")
 		}
 	}
-	if len(raws) == 0 {
-		return nil, kvBad("kv_bad_request", "operations must not be empty")
-	}
-	return parseKVOps(raws, false)
+	return decodeKVOps(raws)
 }
 
-func hasWrites(ops []*fsmpb.KVOp) bool {
-	for _, op := range ops {
-		if kvstore.Gates(op.Kind) {
-			return true
+// runKV answers KV ops: reads only from a linearizable read (safe to
+// repeat, so nothing is stored under a key), anything else as one entry.
+func (a *API) runKV(w http.ResponseWriter, r *http.Request, idem *command.Idempotency, ops []*command.KVOp,
+	render func(http.ResponseWriter, *command.KVBatchResult)) {
+	var res *command.KVBatchResult
+	if request.HasKVWrites(ops) {
+		out, ok := a.propose(w, r, idem, &command.Command{Body: &command.Command_Kv{Kv: &command.KVBatch{Ops: ops}}})
+		if !ok {
+			return
+		}
+		res = out.(*command.KVBatchResult)
+	} else {
+		if err := a.rules.AllowKVRead(); err != nil {
+			writeError(w, err)
+			return
+		}
+		var err error
+		if res, err = a.readKV(r, ops); err != nil {
+			writeError(w, err)
+			return
 		}
 	}
-	return false
-}
-
-func (a *API) renderKVBatch(w http.ResponseWriter, res proto.Message) {
-	kr := res.(*fsmpb.KVBatchResult)
-	if kr.Reason == fsm.ReasonKVDisabled {
-		writeKVDisabled(w)
+	if e := request.KVVerdict(res); e != nil {
+		writeError(w, e)
 		return
 	}
+	render(w, res)
+}
+
+func renderKVBatch(w http.ResponseWriter, kr *command.KVBatchResult) {
 	if !kr.Ok {
 		writeJSON(w, http.StatusOK, kvRefusal(kr))
 		return
@@ -95,13 +188,13 @@ func (a *API) renderKVBatch(w http.ResponseWriter, res proto.Message) {
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "results": out})
 }
 
-// readKV answers read-only ops from a linearizable read. The operator's
-// kill switch is read in the same view (writes are refused by apply).
-func (a *API) readKV(w http.ResponseWriter, r *http.Request, ops []*fsmpb.KVOp) (*fsmpb.KVBatchResult, bool) {
-	res := &fsmpb.KVBatchResult{Ok: true, FailedIndex: -1}
+// readKV answers read-only ops from one view, which also says whether the
+// operator's kill switch is on (writes are refused by apply).
+func (a *API) readKV(r *http.Request, ops []*command.KVOp) (*command.KVBatchResult, error) {
+	res := &command.KVBatchResult{Ok: true, FailedIndex: -1}
 	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
 		if !rd.Switches().KvEnabled {
-			res = &fsmpb.KVBatchResult{Reason: fsm.ReasonKVDisabled}
+			res = &command.KVBatchResult{Reason: command.Reason_KV_DISABLED}
 			return nil
 		}
 		now := a.b.Now()
@@ -110,33 +203,14 @@ func (a *API) readKV(w http.ResponseWriter, r *http.Request, ops []*fsmpb.KVOp) 
 		}
 		return nil
 	})
-	if err != nil {
-		writeBackendError(w, err)
-		return nil, false
-	}
-	return res, true
+	return res, err
 }
 
-// allowKVRead spends one token of the node's KV read rate, or answers 429.
-func (a *API) allowKVRead(w http.ResponseWriter) bool {
-	if a.kvReads == nil || a.kvReads.Allow() {
-		return true
-	}
-	w.Header().Set("Retry-After", "1")
-	writeJSON(w, http.StatusTooManyRequests, errorBody{Error: "kv read rate exceeded on this node", Code: "kv_rate_limited"})
-	return false
-}
-
-func writeKVDisabled(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "5")
-	writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "kv is disabled by the operator (GET /api/v1/system/kv-timers)", Code: "kv_disabled"})
-}
-
-func kvRefusal(res *fsmpb.KVBatchResult) map[string]any {
-	out := map[string]any{"ok": false, "reason": res.Reason, "failedIndex": res.FailedIndex}
+func kvRefusal(res *command.KVBatchResult) map[string]any {
+	out := map[string]any{"ok": false, "reason": res.Reason.Text(), "failedIndex": res.FailedIndex}
 	if int(res.FailedIndex) < len(res.Results) && res.FailedIndex >= 0 {
 		f := res.Results[res.FailedIndex]
-		out["kvReason"] = f.Reason
+		out["kvReason"] = f.Reason.Text()
 		out["version"] = f.Version
 		if f.HasValue {
 			out["value"] = json.RawMessage(f.Value)
@@ -147,82 +221,64 @@ func kvRefusal(res *fsmpb.KVBatchResult) map[string]any {
 	return out
 }
 
-// kvPath handles GET/PUT/DELETE /api/v1/kv/:ns/*key.
+// The path routes GET/PUT/DELETE /api/v1/kv/:ns/*key: one op on the key
+// the path names; a body that names it again is refused.
+
 func (a *API) kvGet(w http.ResponseWriter, r *http.Request) {
-	a.kvPath(w, r, object{"op": json.RawMessage(`"get"`)})
+	a.kvPath(w, r, "get", object{})
 }
 
 func (a *API) kvPut(w http.ResponseWriter, r *http.Request) {
 	o, err := a.readObject(r)
 	if err != nil {
-		writeDecodeError(w, err)
+		writeError(w, err)
 		return
 	}
-	for _, k := range []string{"op", "ns", "key"} {
-		if _, has := o[k]; has {
-			writeDecodeError(w, kvBad("kv_bad_request", `the path names the key: the body must not carry "`+k+`"`))
-			return
-		}
-	}
-	o["op"] = json.RawMessage(`"put"`)
-	a.kvPath(w, r, o)
+	a.kvPath(w, r, "put", o)
 }
 
 func (a *API) kvDelete(w http.ResponseWriter, r *http.Request) {
 	o := object{}
-	body, err := a.readBody(r) // the body is optional here
-	var br *badRequest
-	if err != nil && !(errors.As(err, &br) && br.msg == msgEmptyBody) {
-		writeDecodeError(w, err)
-		return
-	}
-	if err == nil {
+	if body, err := a.readBody(r); err == nil { // the body is optional here
 		if o, err = parseObject(body); err != nil {
-			writeDecodeError(w, err)
+			writeError(w, err)
 			return
 		}
-		for _, k := range []string{"op", "ns", "key"} {
-			if _, has := o[k]; has {
-				writeDecodeError(w, kvBad("kv_bad_request", `the path names the key: the body must not carry "`+k+`"`))
-				return
-			}
-		}
+	} else if e := request.FromError(err); e.Msg != msgEmptyBody {
+		writeError(w, err)
+		return
 	}
-	o["op"] = json.RawMessage(`"delete"`)
-	a.kvPath(w, r, o)
+	a.kvPath(w, r, "delete", o)
 }
 
-func (a *API) kvPath(w http.ResponseWriter, r *http.Request, o object) {
-	ns, _ := json.Marshal(r.PathValue("ns"))
-	key, _ := json.Marshal(r.PathValue("key"))
-	o["ns"], o["key"] = ns, key
-	op, err := parseKVOp(0, o, false)
-	if err != nil {
-		writeDecodeError(w, err)
-		return
-	}
-	render := func(w http.ResponseWriter, res proto.Message) {
-		kr := res.(*fsmpb.KVBatchResult)
-		switch {
-		case kr.Reason == fsm.ReasonKVDisabled:
-			writeKVDisabled(w)
-		case !kr.Ok:
-			writeJSON(w, http.StatusOK, kvRefusal(kr))
-		default:
-			writeJSON(w, http.StatusOK, kvResultOut(kr.Results[0]))
-		}
-	}
-	ops := []*fsmpb.KVOp{op}
-	if !hasWrites(ops) {
-		if !a.allowKVRead(w) {
+func (a *API) kvPath(w http.ResponseWriter, r *http.Request, name string, o object) {
+	for _, k := range []string{"op", "ns", "key"} {
+		if _, has := o[k]; has {
+			writeError(w, request.KVBad("kv_bad_request", `the path names the key: the body must not carry "`+k+`"`))
 			return
 		}
-		if res, ok := a.readKV(w, r, ops); ok {
-			render(w, res)
-		}
+	}
+	o["op"], o["ns"], o["key"] = jsonString(name), jsonString(r.PathValue("ns")), jsonString(r.PathValue("key"))
+	in, err := decodeKVOp(0, o)
+	var ops []*command.KVOp
+	if err == nil {
+		ops, err = request.KVOps([]request.KVOp{in}, false)
+	}
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	if res, ok := a.apply(w, r, nil, &fsmpb.Command{Body: &fsmpb.Command_Kv{Kv: &fsmpb.KVBatch{Ops: ops}}}, render); ok {
-		render(w, res)
-	}
+	a.runKV(w, r, nil, ops, func(w http.ResponseWriter, kr *command.KVBatchResult) {
+		if !kr.Ok {
+			writeJSON(w, http.StatusOK, kvRefusal(kr))
+			return
+		}
+		writeJSON(w, http.StatusOK, kvResultOut(kr.Results[0]))
+	})
+}
+
+// jsonString is s as a JSON string member.
+func jsonString(s string) jsontext.Value {
+	b, _ := json.Marshal(s)
+	return b
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
+	"github.com/queen-node/queen-node/request"
 )
 
 type live struct {
@@ -327,7 +328,7 @@ func TestLiveIdempotencyKey(t *testing.T) {
 }
 
 func TestLiveKVSwitchAndReadRate(t *testing.T) {
-	l := startLiveWith(t, httpapi.Config{KVReadRate: 1})
+	l := startLiveWith(t, httpapi.Config{Rules: request.New(request.Options{KVReadRate: 1})})
 	code, _, hdr := l.doH("GET", "/api/v1/kv/ns/a", "", nil)
 	for i := 0; i < 5 && code == 200; i++ {
 		code, _, hdr = l.doH("GET", "/api/v1/kv/ns/a", "", nil)

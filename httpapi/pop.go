@@ -5,92 +5,44 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/request"
 )
 
-// Pop limits [ours].
-const (
-	maxPopBatch   = 10000
-	maxPopTimeout = 10 * time.Minute
-	defaultWaitMs = 30000
-)
-
-// popParams decodes the pop query (spec §4.3). Bad values fall back to the
-// defaults; they are never a 4xx.
-func (a *API) popParams(r *http.Request) (*fsmpb.Pop, time.Duration) {
+// popQuery decodes the pop query (spec §4.3): bad values fall back to the
+// defaults (package request), never a 4xx.
+func popQuery(r *http.Request) request.Pop {
 	q := r.URL.Query()
-	in := &fsmpb.Pop{ConsumerGroup: q.Get("consumerGroup")}
-	if in.ConsumerGroup == fsm.QueueModeGroup {
-		in.ConsumerGroup = ""
+	in := request.Pop{
+		ConsumerGroup: q.Get("consumerGroup"), Batch: queryInt(r, "batch", 1), Partitions: queryInt(r, "partitions", 1),
+		AutoAck: queryBool(r, "autoAck"), LeaseSeconds: queryInt(r, "leaseSeconds", 0),
+		SubscriptionMode: q.Get("subscriptionMode"), SubscriptionFrom: q.Get("subscriptionFrom"),
 	}
-	batch := queryInt(r, "batch", 1)
-	if batch < 1 {
-		batch = 1
-	}
-	in.Batch = uint32(min(batch, maxPopBatch))
-	parts := queryInt(r, "partitions", 1)
-	if parts < 1 {
-		parts = 1
-	}
-	in.Partitions = uint32(min(parts, 1000))
-	in.AutoAck = queryBool(r, "autoAck")
-	if ls := queryInt(r, "leaseSeconds", 0); ls > 0 {
-		in.LeaseSeconds = min(ls, maxSeconds)
-	}
-	in.Subscription, in.SubscriptionFromUs = a.subscription(q.Get("subscriptionMode"), q.Get("subscriptionFrom"))
-	var wait time.Duration
 	if queryBool(r, "wait") {
-		ms := queryInt(r, "timeout", defaultWaitMs)
+		ms := queryInt(r, "timeout", request.DefaultPopWait.Milliseconds())
 		if ms < 0 {
-			ms = defaultWaitMs
+			ms = request.DefaultPopWait.Milliseconds()
 		}
-		wait = time.Duration(min(ms, maxPopTimeout.Milliseconds())) * time.Millisecond
+		in.Wait = time.Duration(min(ms, request.MaxPopWait.Milliseconds())) * time.Millisecond
 	}
-	return in, wait
-}
-
-// subscription resolves where a named group's first pop starts (spec §5.7).
-func (a *API) subscription(mode, from string) (fsmpb.Pop_Subscription, int64) {
-	if from != "" {
-		if from == "now" {
-			return fsmpb.Pop_NEW, 0
-		}
-		for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-			if t, err := time.Parse(layout, from); err == nil {
-				return fsmpb.Pop_FROM, t.UnixMicro()
-			}
-		}
-	}
-	switch mode {
-	case "new", "new-only":
-		return fsmpb.Pop_NEW, 0
-	case "":
-		if a.cfg.DefaultSubscriptionMode == "all" {
-			return fsmpb.Pop_DEFAULT_ALL, 0
-		}
-		return fsmpb.Pop_NEW, 0
-	}
-	return fsmpb.Pop_DEFAULT_ALL, 0
+	return in
 }
 
 func (a *API) popQueue(w http.ResponseWriter, r *http.Request) {
-	in, wait := a.popParams(r)
+	in := popQuery(r)
 	in.Queue = r.PathValue("queue")
-	a.doPop(w, r, in, wait)
+	a.doPop(w, r, in)
 }
 
 func (a *API) popPartition(w http.ResponseWriter, r *http.Request) {
-	in, wait := a.popParams(r)
+	in := popQuery(r)
 	in.Queue = r.PathValue("queue")
 	in.Partition, in.HasPartition = r.PathValue("partition"), true
-	in.Partitions = 1
-	a.doPop(w, r, in, wait)
+	a.doPop(w, r, in)
 }
 
 // popNamespace is GET /api/v1/pop?namespace=&task= (spec §4.3.5).
 func (a *API) popNamespace(w http.ResponseWriter, r *http.Request) {
-	in, wait := a.popParams(r)
+	in := popQuery(r)
 	in.Namespace, in.Task = r.URL.Query().Get("namespace"), r.URL.Query().Get("task")
 	if in.Namespace == "" {
 		in.Queue = r.URL.Query().Get("queue")
@@ -99,7 +51,7 @@ func (a *API) popNamespace(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a.doPop(w, r, in, wait)
+	a.doPop(w, r, in)
 }
 
 type popMessageOut struct {
@@ -129,16 +81,15 @@ type popOut struct {
 	Messages          []popMessageOut `json:"messages"`
 }
 
-func (a *API) doPop(w http.ResponseWriter, r *http.Request, in *fsmpb.Pop, wait time.Duration) {
-	if checkName("queue", in.Queue) != nil || checkName("consumerGroup", in.ConsumerGroup) != nil ||
-		checkName("partition", in.Partition) != nil || checkName("namespace", in.Namespace) != nil ||
-		checkName("task", in.Task) != nil {
+func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop) {
+	in, wait, match := a.rules.Pop(decoded)
+	if !match {
 		w.WriteHeader(http.StatusNoContent) // bad values never 4xx on pop: nothing can match
 		return
 	}
 	res, err := a.b.Pop(r.Context(), in, wait)
 	if err != nil {
-		writeBackendError(w, err)
+		writeError(w, err)
 		return
 	}
 	if len(res.Messages) == 0 {

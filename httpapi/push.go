@@ -1,150 +1,98 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
-	"github.com/google/uuid"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/request"
 )
 
-// pushItemJSON is one push item with its members still raw, so that one
-// json.Unmarshal of the whole body does all the scanning; types are
-// checked per member afterwards with the spec's own error texts.
+// pushItemJSON is one push item with its members still raw: one decode of
+// the whole body does all the scanning, and each member's type is checked
+// afterwards with the spec's own texts.
 type pushItemJSON struct {
-	Queue         json.RawMessage `json:"queue"`
-	Partition     json.RawMessage `json:"partition"`
-	Payload       json.RawMessage `json:"payload"`
-	Data          json.RawMessage `json:"data"`
-	TransactionID json.RawMessage `json:"transactionId"`
-	TraceID       json.RawMessage `json:"traceId"`
+	Queue         jsontext.Value `json:"queue"`
+	Partition     jsontext.Value `json:"partition"`
+	Payload       jsontext.Value `json:"payload"`
+	Data          jsontext.Value `json:"data"`
+	TransactionID jsontext.Value `json:"transactionId"`
+	TraceID       jsontext.Value `json:"traceId"`
 }
 
 type pushBodyJSON struct {
 	Items *[]pushItemJSON `json:"items"`
 }
 
-// parsePushBody decodes a whole POST /push body in one pass.
-func parsePushBody(body []byte) ([]*fsmpb.PushItem, error) {
-	var pb pushBodyJSON
-	if err := json.Unmarshal(body, &pb); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			switch {
-			case te.Field == "":
-				return nil, bad("Request body must be a JSON object")
-			case te.Field == "items":
-				return nil, bad("items array is required")
-			default:
-				return nil, bad("Each item must be an object")
-			}
+// decodePushBody decodes a whole POST /push body in one pass.
+func decodePushBody(body []byte) ([]request.PushItem, error) {
+	if kindOf(body) != '{' {
+		if err := checkJSON(body); err != nil {
+			return nil, err
 		}
-		return nil, bad("Invalid JSON: " + err.Error())
+		return nil, request.Bad("Request body must be a JSON object")
+	}
+	var pb pushBodyJSON
+	if err := unmarshal(body, &pb); err != nil {
+		var se *json.SemanticError
+		if errors.As(err, &se) && se.JSONPointer == "/items" {
+			return nil, request.Bad("items array is required")
+		}
+		if errors.As(err, &se) && se.JSONKind != 0 {
+			return nil, request.Bad("Each item must be an object")
+		}
+		return nil, request.Bad("Invalid JSON: " + err.Error())
 	}
 	if pb.Items == nil {
-		return nil, bad("items array is required")
+		return nil, request.Bad("items array is required")
 	}
-	items := make([]*fsmpb.PushItem, 0, len(*pb.Items))
+	items := make([]request.PushItem, len(*pb.Items))
 	for i := range *pb.Items {
-		it, err := (*pb.Items)[i].parse()
-		if err != nil {
+		if err := (*pb.Items)[i].decode(&items[i]); err != nil {
 			return nil, err
 		}
-		items = append(items, it)
 	}
 	return items, nil
 }
 
-// parsePushItem validates one push item given as a raw object.
-func parsePushItem(o object) (*fsmpb.PushItem, error) {
+// decodePushItem decodes one push item given as an object (a transaction's
+// push op).
+func decodePushItem(o object) (request.PushItem, error) {
 	j := pushItemJSON{Queue: o["queue"], Partition: o["partition"], Payload: o["payload"], Data: o["data"],
 		TransactionID: o["transactionId"], TraceID: o["traceId"]}
-	return j.parse()
+	var it request.PushItem
+	return it, j.decode(&it)
 }
 
-// parse validates one push item (spec §4.2, checked in this order) and
-// mints its message id, and its transactionId when none was given.
-func (j *pushItemJSON) parse() (*fsmpb.PushItem, error) {
-	q, ok := str(j.Queue)
-	if !ok {
-		return nil, bad("Queue must be a string")
+// decode checks the members' JSON types (spec §4.2, in this order).
+func (j *pushItemJSON) decode(it *request.PushItem) error {
+	var ok bool
+	if it.Queue, ok = str(j.Queue); !ok {
+		return request.Bad("Queue must be a string")
 	}
-	if err := checkName("queue", q); err != nil {
-		return nil, err
+	var err error
+	if it.Partition, err = optString(j.Partition, "Partition must be a string"); err != nil {
+		return err
 	}
-	it := &fsmpb.PushItem{Queue: q, Partition: "Default"}
-	if raw := j.Partition; present(raw) {
-		p, ok := str(raw)
+	if it.TransactionID, err = optString(j.TransactionID, "TransactionId must be a string"); err != nil {
+		return err
+	}
+	if present(j.TraceID) {
+		t, ok := str(j.TraceID)
 		if !ok {
-			return nil, bad("Partition must be a string")
+			return request.Bad("TraceId must be a string")
 		}
-		if err := checkName("partition", p); err != nil {
-			return nil, err
-		}
-		if p != "" {
-			it.Partition = p
-		}
+		it.TraceID = &t
 	}
-	if raw := j.TransactionID; present(raw) {
-		t, ok := str(raw)
-		if !ok {
-			return nil, bad("TransactionId must be a string")
-		}
-		if len(t) > maxTxnIDBytes {
-			return nil, bad("TransactionId is too long")
-		}
-		it.TransactionId = t
+	it.Payload = j.Payload
+	if it.Payload == nil {
+		it.Payload = j.Data
 	}
-	if raw := j.TraceID; present(raw) {
-		t, ok := str(raw)
-		if !ok {
-			return nil, bad("TraceId must be a string")
-		}
-		if _, err := uuid.Parse(t); err != nil || len(t) != 36 {
-			return nil, bad("TraceId must be a UUID")
-		}
-		it.TraceId = t
-	}
-	payload := j.Payload
-	if payload == nil {
-		payload = j.Data
-	}
-	if payload == nil {
-		payload = json.RawMessage("null")
-	}
-	it.Payload = []byte(payload)
-	mid, err := uuid.NewV7()
-	if err != nil {
-		mid = uuid.New()
-	}
-	it.MessageId = mid[:]
-	if it.TransactionId == "" {
-		it.TransactionId = uuid.NewString()
-	}
-	return it, nil
-}
-
-func parsePushItems(raw json.RawMessage) ([]*fsmpb.PushItem, error) {
-	elems, ok := array(raw)
-	if !ok {
-		return nil, bad("items array is required")
-	}
-	items := make([]*fsmpb.PushItem, 0, len(elems))
-	for _, e := range elems {
-		o, ok := asObject(e)
-		if !ok {
-			return nil, bad("Each item must be an object")
-		}
-		it, err := parsePushItem(o)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, it)
-	}
-	return items, nil
+	return nil
 }
 
 type pushItemOut struct {
@@ -162,15 +110,10 @@ type pushItemOut struct {
 	Error           *string `json:"error,omitempty"`
 }
 
-var pushStatus = map[fsmpb.PushItemResult_Status]string{
-	fsmpb.PushItemResult_QUEUED: "queued", fsmpb.PushItemResult_DUPLICATE: "duplicate",
-	fsmpb.PushItemResult_BUFFERED: "buffered", fsmpb.PushItemResult_FAILED: "failed",
-}
-
-func pushOut(i int, r *fsmpb.PushItemResult) pushItemOut {
+func pushOut(i int, r *command.PushItemResult) pushItemOut {
 	mid, pid := uuidString(r.MessageId), uuidString(r.PartitionId)
 	out := pushItemOut{
-		Index: i, Status: pushStatus[r.Status], TransactionIDSn: r.TransactionId, TransactionID: r.TransactionId,
+		Index: i, Status: r.Status.Text(), TransactionIDSn: r.TransactionId, TransactionID: r.TransactionId,
 		MessageIDSn: mid, MessageID: mid, PartitionIDSn: pid, PartitionID: pid,
 		TraceIDSn: nullable(r.TraceId), QueueName: r.Queue,
 	}
@@ -178,7 +121,7 @@ func pushOut(i int, r *fsmpb.PushItemResult) pushItemOut {
 		off := r.Offset
 		out.Offset = &off
 	}
-	if r.Status == fsmpb.PushItemResult_FAILED {
+	if r.Status == command.PushItemResult_FAILED {
 		e := r.Error
 		out.Error = &e
 	}
@@ -187,16 +130,15 @@ func pushOut(i int, r *fsmpb.PushItemResult) pushItemOut {
 
 // push is POST /api/v1/push: one entry for the whole request.
 func (a *API) push(w http.ResponseWriter, r *http.Request) {
-	body, err := a.readBody(r)
-	if err != nil {
-		writeDecodeError(w, err)
+	body, idem, ok := a.readWrite(w, r)
+	if !ok {
 		return
 	}
-	idem, handled := a.idempotency(w, r, body, a.renderPush)
-	if handled {
-		return
+	decoded, err := decodePushBody(body)
+	var items []*command.PushItem
+	if err == nil {
+		items, err = request.Push(decoded)
 	}
-	items, err := parsePushBody(body)
 	if err != nil {
 		a.refuse(w, r, idem, err)
 		return
@@ -205,22 +147,23 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, []pushItemOut{})
 		return
 	}
-	res, ok := a.apply(w, r, idem, &fsmpb.Command{Body: &fsmpb.Command_Push{Push: &fsmpb.Push{Items: items}}}, a.renderPush)
+	res, ok := a.propose(w, r, idem, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: items}}})
 	if !ok {
 		return
 	}
+	pr := res.(*command.PushResult)
 	queued := 0
-	for _, it := range res.(*fsmpb.PushResult).Items {
-		if it.Status == fsmpb.PushItemResult_QUEUED {
+	for _, it := range pr.Items {
+		if it.Status == command.PushItemResult_QUEUED {
 			queued++
 		}
 	}
 	a.m.pushed.Add(float64(queued))
-	a.renderPush(w, res)
+	renderPush(w, pr)
 }
 
-func (a *API) renderPush(w http.ResponseWriter, res proto.Message) {
-	pr := res.(*fsmpb.PushResult)
+func renderPush(w http.ResponseWriter, res proto.Message) {
+	pr := res.(*command.PushResult)
 	out := make([]pushItemOut, len(pr.Items))
 	for i, it := range pr.Items {
 		out[i] = pushOut(i, it)

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/request"
 )
 
 // readLevel: reads are linearizable unless the client asks for a stale read
@@ -50,7 +51,7 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		writeBackendError(w, err)
+		writeError(w, err)
 		return
 	}
 	sort.SliceStable(rows, func(i, j int) bool { // newest first
@@ -99,11 +100,11 @@ func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		writeBackendError(w, err)
+		writeError(w, err)
 		return
 	}
 	if out == nil {
-		writeError(w, http.StatusNotFound, "Queue not found")
+		notFound(w, "Queue not found")
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -111,18 +112,16 @@ func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if err := checkName("queue", name); err != nil {
-		writeDecodeError(w, err)
-		return
-	}
-	ctx, cancel := a.writeCtx(r)
-	defer cancel()
-	res, err := a.b.Apply(ctx, &fsmpb.Command{Body: &fsmpb.Command_DeleteQueue{DeleteQueue: &fsmpb.DeleteQueue{Queue: name}}})
+	in, err := request.DeleteQueue(name)
 	if err != nil {
-		writeBackendError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "queue": name, "existed": res.(*fsmpb.DeleteQueueResult).Existed})
+	res, ok := a.propose(w, r, nil, &command.Command{Body: &command.Command_DeleteQueue{DeleteQueue: in}})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "queue": name, "existed": res.(*command.DeleteQueueResult).Existed})
 }
 
 // parseTime reads an ISO-8601 query value; 0 when absent or unreadable.
@@ -151,14 +150,14 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 	if f.Offset < 0 {
 		f.Offset = 0
 	}
-	var recs []*fsmpb.DLQRecord
+	var recs []*command.DLQRecord
 	var total int
 	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
 		recs, total = rd.DeadLetters(f)
 		return nil
 	})
 	if err != nil {
-		writeBackendError(w, err)
+		writeError(w, err)
 		return
 	}
 	msgs := make([]map[string]any, len(recs))

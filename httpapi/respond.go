@@ -3,14 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/request"
 )
 
 // writeJSON writes v with the given status.
@@ -28,6 +27,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(buf.Bytes())
 }
 
+// errorBody is the spec's error envelope {"error": "..."} with the machine
+// fields of the KV and timer routes (reason, detail) and of engine errors
+// (code, addendum §4.9).
 type errorBody struct {
 	Error  string `json:"error"`
 	Code   string `json:"code,omitempty"`
@@ -35,34 +37,18 @@ type errorBody struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// writeError writes the spec's error envelope {"error": "..."}.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
+// writeError answers any failure with the status package request gives it.
+func writeError(w http.ResponseWriter, err error) {
+	e := request.FromError(err)
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Kind.HTTPStatus(), errorBody{Error: e.Msg, Code: e.Code, Reason: e.Reason, Detail: e.Detail})
 }
 
-// writeBackendError maps a node error to its status. Every 5xx here is one
-// a client may retry: either nothing was applied, or the outcome is unknown
-// and the request carries its own dedup (transactionId, lease, gate).
-func writeBackendError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, cluster.ErrNoLeader):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "no leader: the cluster is electing one", Code: "no_leader"})
-	case errors.Is(err, cluster.ErrNotLeader):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "this node cannot reach the leader", Code: "no_leader"})
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "the outcome of this write is unknown: it may or may not have been applied; retry it", Code: "outcome_unknown"})
-	case errors.Is(err, cluster.ErrTimeout):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "timed out before the write was proposed", Code: "timeout"})
-	case errors.Is(err, cluster.ErrShutdown):
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "the node is shutting down", Code: "shutting_down"})
-	default:
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error(), Code: "internal"})
-	}
+// notFound is the JSON 404 of an unknown route or a missing resource.
+func notFound(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusNotFound, errorBody{Error: msg})
 }
 
 // uuidString formats a 16-byte id; anything else as null.

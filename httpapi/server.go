@@ -9,18 +9,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
-	"google.golang.org/protobuf/proto"
+	"github.com/queen-node/queen-node/request"
 )
 
 // Backend is what the API needs from a node.
 type Backend interface {
-	Apply(ctx context.Context, cmd *fsmpb.Command) (proto.Message, error)
-	Pop(ctx context.Context, in *fsmpb.Pop, wait time.Duration) (*fsmpb.PopResult, error)
+	Apply(ctx context.Context, cmd *command.Command) (proto.Message, error)
+	Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
 	Now() int64
 	Status() cluster.RaftStatus
@@ -36,29 +37,25 @@ type Config struct {
 	Logger   *slog.Logger
 	Registry *prometheus.Registry // served at /metrics/prometheus; also where API metrics go
 	Gatherer prometheus.Gatherer  // what /metrics/prometheus serves; nil = Registry
+	// Rules are the node's request rules, shared with the gRPC API; nil =
+	// the defaults.
+	Rules *request.Rules
 	// MaxBodyBytes bounds a request body; 0 = 16 MiB.
 	MaxBodyBytes int64
-	// DefaultSubscriptionMode is "new" (2.0, the default) or "all" (0.15).
-	DefaultSubscriptionMode string
 	// RequestTimeout bounds a write's wait for its entry; 0 = 10s.
 	RequestTimeout time.Duration
-	// IdempotencyTTL is how long an Idempotency-Key's answer is kept; 0 = 24h.
-	IdempotencyTTL time.Duration
-	// KVReadRate limits KV reads outside transactions on this node, per
-	// second (burst twice that); 0 = the default 200, < 0 = unlimited.
-	KVReadRate float64
-	Version    string
+	Version        string
 }
 
 // API is the HTTP handler.
 type API struct {
 	cfg     Config
 	b       Backend
+	rules   *request.Rules
 	log     *slog.Logger
 	mux     *http.ServeMux
 	m       *apiMetrics
 	started time.Time
-	kvReads *rate.Limiter
 }
 
 // New builds the handler.
@@ -72,22 +69,13 @@ func New(cfg Config) *API {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.DefaultSubscriptionMode == "" {
-		cfg.DefaultSubscriptionMode = "new"
-	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	if cfg.IdempotencyTTL == 0 {
-		cfg.IdempotencyTTL = 24 * time.Hour
+	if cfg.Rules == nil {
+		cfg.Rules = request.New(request.Options{})
 	}
-	if cfg.KVReadRate == 0 {
-		cfg.KVReadRate = 200
-	}
-	a := &API{cfg: cfg, b: cfg.Backend, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
-	if cfg.KVReadRate > 0 {
-		a.kvReads = rate.NewLimiter(rate.Limit(cfg.KVReadRate), int(2*cfg.KVReadRate))
-	}
+	a := &API{cfg: cfg, b: cfg.Backend, rules: cfg.Rules, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
 	var reg prometheus.Registerer
 	if cfg.Registry != nil {
 		reg = cfg.Registry
@@ -137,10 +125,10 @@ func (a *API) routes() {
 	h("GET /api/v1/system/kv-timers", a.getSwitches)
 	h("POST /api/v1/system/kv-timers", a.setSwitches)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
+		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
 	})
 	h("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
+		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
 	})
 }
 
@@ -162,19 +150,14 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			a.log.Error("handler panicked", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
-			writeError(w, http.StatusInternalServerError, "internal error")
+			writeError(w, &request.Error{Kind: request.Internal, Msg: "internal error"})
 		}
 	}()
 	a.m.requests.Inc()
 	if _, pattern := a.mux.Handler(r); pattern == "" {
 		// The mux's own 404/405 answers are plain text; ours are JSON.
-		writeError(w, http.StatusNotFound, "Not found: "+r.Method+" "+r.URL.Path)
+		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
-}
-
-// writeCtx bounds a write by the request's context and the API's timeout.
-func (a *API) writeCtx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 }

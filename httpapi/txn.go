@@ -2,178 +2,165 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
-	"github.com/google/uuid"
+	"github.com/go-json-experiment/json/jsontext"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm"
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/request"
 )
 
-// parseTransaction validates a transaction body (spec §4.5). A verdict that
-// needs no entry (an unknown op type) comes back as a ready response.
-func parseTransaction(o object) (*fsmpb.Transaction, map[string]any, error) {
-	in := &fsmpb.Transaction{}
-	var ops []json.RawMessage
-	if raw, has := o["operations"]; has && present(raw) {
+// decodeTransaction checks a transaction body's JSON types (spec §4.5,
+// addendum §1.1): operations, and the kv and timers riders at the root.
+func decodeTransaction(o object) (request.Txn, error) {
+	var in request.Txn
+	var ops, kvRaw, timerRaw []jsontext.Value
+	raw, has := o["operations"]
+	in.NoOperations = !has
+	if present(raw) {
 		var ok bool
 		if ops, ok = array(raw); !ok {
-			return nil, nil, bad("operations array required")
+			return in, request.Bad("operations array required")
 		}
 	}
-	var timerRaw []json.RawMessage
 	if raw, has := o["timers"]; has {
 		var ok bool
 		if timerRaw, ok = array(raw); !ok {
-			return nil, nil, bad("timers must be an array")
+			return in, request.Bad("timers must be an array")
 		}
 	}
-	var kvRaw []json.RawMessage
 	if raw := o["kv"]; present(raw) {
 		var ok bool
 		if kvRaw, ok = array(raw); !ok {
-			return nil, nil, bad("kv must be an array")
+			return in, request.Bad("kv must be an array")
 		}
-	}
-	if len(ops) == 0 && len(kvRaw) == 0 && len(timerRaw) == 0 {
-		if _, has := o["operations"]; !has {
-			return nil, nil, bad("operations array required")
-		}
-		return nil, nil, bad("operations array cannot be empty")
 	}
 	if raw := o["requiredLeases"]; present(raw) {
 		elems, ok := array(raw)
 		if !ok {
-			return nil, nil, bad("requiredLeases must be an array of strings")
+			return in, request.Bad("requiredLeases must be an array of strings")
 		}
 		for _, e := range elems {
 			s, ok := str(e)
 			if !ok {
-				return nil, nil, bad("requiredLeases must be an array of strings")
+				return in, request.Bad("requiredLeases must be an array of strings")
 			}
 			in.RequiredLeases = append(in.RequiredLeases, s)
 		}
 	}
-	// Every op is validated (a 400) before an unknown op type is answered
-	// as a verdict, so the answer does not depend on the order of the ops.
-	unknownType := ""
 	for _, raw := range ops {
 		op, ok := asObject(raw)
 		if !ok {
-			return nil, nil, bad("Each operation must be an object")
+			return in, request.Bad("Each operation must be an object")
 		}
-		typ, _ := str(op["type"])
-		switch typ {
-		case "ack":
-			it, known, err := parseAckItem(op, false)
+		typ, isStr := str(op["type"])
+		switch {
+		case isStr && typ == "ack":
+			a, err := decodeAck(op, false)
 			if err != nil {
-				return nil, nil, err
+				return in, err
 			}
-			if !known {
-				it.Status = fsm.StatusCompleted // 2.x: an unknown status reads as completed
+			in.Ops = append(in.Ops, request.TxnOp{Ack: &a})
+		case isStr && typ == "push":
+			items, err := decodeTxnPush(op)
+			if err != nil {
+				return in, err
 			}
-			in.Ops = append(in.Ops, &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Ack{Ack: it}})
-		case "push":
-			var items []*fsmpb.PushItem
-			if raw, has := op["items"]; has {
-				var err error
-				if items, err = parsePushItems(raw); err != nil {
-					return nil, nil, err
-				}
-			} else {
-				it, err := parsePushItem(op)
-				if err != nil {
-					return nil, nil, err
-				}
-				items = []*fsmpb.PushItem{it}
-			}
-			for _, it := range items {
-				in.Ops = append(in.Ops, &fsmpb.TxnOp{Op: &fsmpb.TxnOp_Push{Push: it}})
-			}
-		case "kv":
-			return nil, nil, bad(`kv operations go in the root "kv" array, not in operations`)
-		case "timer", "timers":
-			return nil, nil, bad(`timer operations go in the root "timers" array, not in operations`)
+			in.Ops = append(in.Ops, request.TxnOp{Push: items})
+		case isStr && typ == "kv":
+			return in, request.Bad(`kv operations go in the root "kv" array, not in operations`)
+		case isStr && (typ == "timer" || typ == "timers"):
+			return in, request.Bad(`timer operations go in the root "timers" array, not in operations`)
+		case isStr:
+			in.Ops = append(in.Ops, request.TxnOp{Unknown: typ})
 		default:
-			if unknownType == "" {
-				unknownType = typ
-				if _, isStr := str(op["type"]); !isStr {
-					unknownType = string(op["type"])
-				}
-			}
+			in.Ops = append(in.Ops, request.TxnOp{Unknown: string(op["type"])})
 		}
 	}
-	kvOps, err := parseKVOps(kvRaw, true)
-	if err != nil {
-		return nil, nil, err
+	var err error
+	if in.KV, err = decodeKVOps(kvRaw); err != nil {
+		return in, err
 	}
-	in.Kv = kvOps
-	if in.Timers, err = parseTimerOps(timerRaw, timerStrictness{}); err != nil {
-		return nil, nil, err
+	in.Timers, err = decodeTimerOps(timerRaw)
+	return in, err
+}
+
+// decodeTxnPush reads a push op: one item, or several under "items".
+func decodeTxnPush(op object) ([]request.PushItem, error) {
+	raw, has := op["items"]
+	if !has {
+		it, err := decodePushItem(op)
+		return []request.PushItem{it}, err
 	}
-	if unknownType != "" {
-		return nil, map[string]any{"success": false, "error": "Unknown operation type: " + unknownType, "results": []any{}}, nil
+	elems, ok := array(raw)
+	if !ok {
+		return nil, request.Bad("items array is required")
 	}
-	id := uuid.New()
-	in.TransactionId = id[:]
-	return in, nil, nil
+	items := make([]request.PushItem, 0, len(elems))
+	for _, e := range elems {
+		o, ok := asObject(e)
+		if !ok {
+			return nil, request.Bad("Each item must be an object")
+		}
+		it, err := decodePushItem(o)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, nil
 }
 
 func (a *API) transaction(w http.ResponseWriter, r *http.Request) {
-	body, err := a.readBody(r)
-	if err != nil {
-		writeDecodeError(w, err)
-		return
-	}
-	idem, handled := a.idempotency(w, r, body, a.renderTxn)
-	if handled {
+	body, idem, ok := a.readWrite(w, r)
+	if !ok {
 		return
 	}
 	o, err := parseObject(body)
-	var in *fsmpb.Transaction
-	var verdict map[string]any
+	var decoded request.Txn
 	if err == nil {
-		in, verdict, err = parseTransaction(o)
+		decoded, err = decodeTransaction(o)
+	}
+	var in *command.Transaction
+	if err == nil {
+		in, err = request.Transaction(decoded)
+	}
+	var unknown *request.UnknownOpType
+	if errors.As(err, &unknown) {
+		writeJSON(w, http.StatusOK, map[string]any{"success": false, "error": unknown.Error(), "results": []any{}})
+		return
 	}
 	if err != nil {
 		a.refuse(w, r, idem, err)
 		return
 	}
-	if verdict != nil {
-		writeJSON(w, http.StatusOK, verdict)
-		return
-	}
-	res, ok := a.apply(w, r, idem, &fsmpb.Command{Body: &fsmpb.Command_Transaction{Transaction: in}}, a.renderTxn)
-	if ok {
-		a.renderTxn(w, res)
+	if res, ok := a.propose(w, r, idem, &command.Command{Body: &command.Command_Transaction{Transaction: in}}); ok {
+		renderTxn(w, res)
 	}
 }
 
-func (a *API) renderTxn(w http.ResponseWriter, res proto.Message) {
-	tr := res.(*fsmpb.TxnResult)
-	switch tr.Reason {
-	case fsm.ReasonKVDisabled:
-		writeJSON(w, http.StatusForbidden, errorBody{Error: "kv is disabled by the operator (GET /api/v1/system/kv-timers)", Code: "kv_disabled"})
-		return
-	case fsm.ReasonTimersDisabled:
-		writeJSON(w, http.StatusForbidden, errorBody{Error: "timer scheduling is paused by the operator (GET /api/v1/system/kv-timers)", Code: "timers_disabled"})
+func renderTxn(w http.ResponseWriter, res proto.Message) {
+	tr := res.(*command.TxnResult)
+	if e := request.TxnVerdict(tr); e != nil {
+		writeError(w, e)
 		return
 	}
 	writeJSON(w, http.StatusOK, txnOut(tr))
 }
 
 // txnOut shapes a transaction verdict (spec §4.5, addendum §3).
-func txnOut(r *fsmpb.TxnResult) map[string]any {
+func txnOut(r *command.TxnResult) map[string]any {
 	out := map[string]any{"transactionId": uuidOrEmpty(r.TransactionId), "success": r.Success}
 	if !r.Success {
-		out["reason"] = r.Reason
+		out["reason"] = r.Reason.Text()
 		out["error"] = r.Error
 		out["results"] = []any{}
 		out["ok"] = false
-		if r.Reason == fsm.ReasonKVPrecondition && r.FailedKv != nil {
+		if r.Reason == command.Reason_KV_PRECONDITION && r.FailedKv != nil {
 			out["failedIndex"] = r.FailedIndex
-			out["kvReason"] = r.FailedKv.Reason
+			out["kvReason"] = r.FailedKv.Reason.Text()
 			out["version"] = r.FailedKv.Version
 			if r.FailedKv.HasValue {
 				out["value"] = json.RawMessage(r.FailedKv.Value)
@@ -185,24 +172,24 @@ func txnOut(r *fsmpb.TxnResult) map[string]any {
 	}
 	results := make([]map[string]any, len(r.Results))
 	for i, it := range r.Results {
-		m := map[string]any{"index": i, "type": it.Type, "success": it.Success}
+		m := map[string]any{"index": i, "type": it.Type.Text(), "success": it.Success}
 		switch it.Type {
-		case "ack":
+		case command.TxnItemResult_ACK:
 			m["transactionId"] = it.TransactionId
 			m["error"] = nil
 			m["dlq"] = it.Dlq
 			m["leaseReleased"] = it.LeaseReleased
-		case "push":
+		case command.TxnItemResult_PUSH:
 			m["transactionId"] = it.TransactionId
 			m["messageId"] = uuidString(it.MessageId)
 			m["partitionId"] = uuidString(it.PartitionId)
 			m["queueName"] = it.Queue
 			m["offset"] = it.Offset
-		case "kv":
+		case command.TxnItemResult_KV:
 			for k, v := range kvResultOut(it.Kv) {
 				m[k] = v
 			}
-		case "timer":
+		case command.TxnItemResult_TIMER:
 			for k, v := range timerResultOut(it.Timer) {
 				m[k] = v
 			}

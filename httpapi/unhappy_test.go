@@ -11,7 +11,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/request"
 )
 
 // A partition id the way a client echoes it back.
@@ -861,8 +862,8 @@ func TestPopTimeoutDoesNotWrap(t *testing.T) {
 			if len(pops) != 1 {
 				t.Fatalf("Pop called %d times, want 1", len(pops))
 			}
-			if w := pops[0].Wait; w != maxPopTimeout {
-				t.Errorf("wait=true&timeout=%s handed the backend wait %v, want the %v ceiling", ms, w, maxPopTimeout)
+			if w := pops[0].Wait; w != request.MaxPopWait {
+				t.Errorf("wait=true&timeout=%s handed the backend wait %v, want the %v ceiling", ms, w, request.MaxPopWait)
 			}
 		})
 	}
@@ -886,7 +887,7 @@ func TestPopUnkeyableConsumerGroup(t *testing.T) {
 				t.Fatalf("status %d: pop must never be 4xx", rec.Code)
 			}
 			for _, p := range fb.Pops() {
-				if err := checkName("consumerGroup", p.In.ConsumerGroup); err != nil {
+				if err := request.CheckName("consumerGroup", p.In.ConsumerGroup); err != nil {
 					t.Errorf("Pop reached the backend with consumerGroup %.40q (%v); the ack route refuses that group with 400", p.In.ConsumerGroup, err)
 				}
 			}
@@ -969,7 +970,7 @@ func kvTTL(f *fakeBackend) (int64, int64) {
 	return 0, 1
 }
 
-func configured(f *fakeBackend) *fsmpb.QueueOptions {
+func configured(f *fakeBackend) *command.QueueOptions {
 	for _, c := range f.Applies() {
 		if cf := c.GetConfigure(); cf != nil {
 			return cf.Options
@@ -997,7 +998,7 @@ func TestNewWithoutRegistry(t *testing.T) {
 // envelope (clients retry those, spec §1.2), never a dropped connection.
 func TestBackendErrorsAreRetryable5xx(t *testing.T) {
 	fb, api := newFixture(t, 0)
-	fb.ApplyFn = func(*fsmpb.Command) (proto.Message, error) { return nil, fmt.Errorf("disk on fire") }
+	fb.ApplyFn = func(*command.Command) (proto.Message, error) { return nil, fmt.Errorf("disk on fire") }
 	rec := serve(api, "POST", "/api/v1/push", `{"items":[{"queue":"q"}]}`)
 	if rec.Code != 500 {
 		t.Fatalf("status %d, want 500", rec.Code)

@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -17,15 +17,6 @@ import (
 var (
 	BucketEntries = store.Bucket("kv")        // ns 0 key → KVRow (key left empty)
 	BucketExpiry  = store.Bucket("kv_expiry") // expiresUs ns 0 key → nil
-)
-
-// Reasons a write was not applied.
-const (
-	ReasonExists  = "exists"
-	ReasonAbsent  = "absent"
-	ReasonVersion = "version"
-	ReasonLimit   = "limit"
-	ReasonType    = "type"
 )
 
 // Limits.
@@ -41,43 +32,6 @@ type Tx interface {
 	Delete(b store.Bucket, key []byte)
 }
 
-// OpName is the wire name of an op kind.
-func OpName(k fsmpb.KVOp_Kind) string {
-	switch k {
-	case fsmpb.KVOp_GET:
-		return "get"
-	case fsmpb.KVOp_GET_MANY:
-		return "getMany"
-	case fsmpb.KVOp_GET_PREFIX:
-		return "getPrefix"
-	case fsmpb.KVOp_PUT:
-		return "put"
-	case fsmpb.KVOp_PUT_IF_ABSENT:
-		return "putIfAbsent"
-	case fsmpb.KVOp_CAS:
-		return "cas"
-	case fsmpb.KVOp_DELETE:
-		return "delete"
-	case fsmpb.KVOp_INCR:
-		return "incr"
-	case fsmpb.KVOp_CHECK:
-		return "check"
-	}
-	return "unknown"
-}
-
-// IsWrite reports whether an op changes state.
-func IsWrite(k fsmpb.KVOp_Kind) bool {
-	switch k {
-	case fsmpb.KVOp_PUT, fsmpb.KVOp_PUT_IF_ABSENT, fsmpb.KVOp_CAS, fsmpb.KVOp_DELETE, fsmpb.KVOp_INCR:
-		return true
-	}
-	return false
-}
-
-// Gates reports whether an op can refuse (and so roll back when required).
-func Gates(k fsmpb.KVOp_Kind) bool { return IsWrite(k) || k == fsmpb.KVOp_CHECK }
-
 func entryKey(ns, key string) []byte {
 	k := make([]byte, 0, len(ns)+1+len(key))
 	k = append(k, ns...)
@@ -92,12 +46,12 @@ func expiryKey(expiresUs int64, ns, key string) []byte {
 }
 
 // lookup returns the live entry, or nil when absent or expired at now.
-func lookup(r store.Reader, ns, key string, now int64) *fsmpb.KVRow {
+func lookup(r store.Reader, ns, key string, now int64) *command.KVRow {
 	v := r.Get(BucketEntries, entryKey(ns, key))
 	if v == nil {
 		return nil
 	}
-	row := &fsmpb.KVRow{}
+	row := &command.KVRow{}
 	if err := proto.Unmarshal(v, row); err != nil {
 		panic("kvstore: stored entry does not decode: " + err.Error())
 	}
@@ -109,15 +63,15 @@ func lookup(r store.Reader, ns, key string, now int64) *fsmpb.KVRow {
 }
 
 // Read answers get, getMany and getPrefix at time now.
-func Read(r store.Reader, op *fsmpb.KVOp, now int64) *fsmpb.KVResult {
-	res := &fsmpb.KVResult{Op: OpName(op.Kind), Key: op.Key}
+func Read(r store.Reader, op *command.KVOp, now int64) *command.KVResult {
+	res := &command.KVResult{Kind: op.Kind, Key: op.Key}
 	switch op.Kind {
-	case fsmpb.KVOp_GET:
+	case command.KVOp_GET:
 		if row := lookup(r, op.Ns, op.Key, now); row != nil {
 			fill(res, row)
 			res.Found = true
 		}
-	case fsmpb.KVOp_GET_MANY:
+	case command.KVOp_GET_MANY:
 		res.Key = ""
 		for _, k := range op.Keys {
 			if row := lookup(r, op.Ns, k, now); row != nil {
@@ -126,7 +80,7 @@ func Read(r store.Reader, op *fsmpb.KVOp, now int64) *fsmpb.KVResult {
 				res.Missing = append(res.Missing, k)
 			}
 		}
-	case fsmpb.KVOp_GET_PREFIX:
+	case command.KVOp_GET_PREFIX:
 		res.Key = ""
 		limit := int(op.Limit)
 		if limit <= 0 {
@@ -143,7 +97,7 @@ func Read(r store.Reader, op *fsmpb.KVOp, now int64) *fsmpb.KVResult {
 		}
 		c := r.Cursor(BucketEntries)
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, pfx); k, v = c.Next() {
-			row := &fsmpb.KVRow{}
+			row := &command.KVRow{}
 			if err := proto.Unmarshal(v, row); err != nil {
 				panic("kvstore: stored entry does not decode: " + err.Error())
 			}
@@ -167,20 +121,20 @@ func Read(r store.Reader, op *fsmpb.KVOp, now int64) *fsmpb.KVResult {
 	return res
 }
 
-func fill(res *fsmpb.KVResult, row *fsmpb.KVRow) {
+func fill(res *command.KVResult, row *command.KVRow) {
 	res.Value, res.HasValue = row.Value, true
 	res.Version, res.ExpiresUs, res.UpdatedUs = row.Version, row.ExpiresUs, row.UpdatedUs
 }
 
 // Apply runs one op of a command at entry time now; version is the entry's
 // index. Reads see the command's earlier writes.
-func Apply(tx Tx, op *fsmpb.KVOp, now int64, version uint64) *fsmpb.KVResult {
-	if !Gates(op.Kind) {
+func Apply(tx Tx, op *command.KVOp, now int64, version uint64) *command.KVResult {
+	if !op.Kind.Gates() {
 		return Read(tx, op, now)
 	}
-	res := &fsmpb.KVResult{Op: OpName(op.Kind), Key: op.Key}
+	res := &command.KVResult{Kind: op.Kind, Key: op.Key}
 	cur := lookup(tx, op.Ns, op.Key, now)
-	refuse := func(reason string) *fsmpb.KVResult {
+	refuse := func(reason command.KVResult_Reason) *command.KVResult {
 		res.Reason = reason
 		if cur != nil {
 			fill(res, cur)
@@ -189,46 +143,46 @@ func Apply(tx Tx, op *fsmpb.KVOp, now int64, version uint64) *fsmpb.KVResult {
 	}
 	// Preconditions: expect 0 = must not exist; expect N = version must be N.
 	expect, hasExpect := op.Expect, op.HasExpect
-	if op.Kind == fsmpb.KVOp_PUT_IF_ABSENT {
+	if op.Kind == command.KVOp_PUT_IF_ABSENT {
 		expect, hasExpect = 0, true
 	}
 	if hasExpect {
 		switch {
 		case expect == 0 && cur != nil:
-			return refuse(ReasonExists)
+			return refuse(command.KVResult_EXISTS)
 		case expect != 0 && cur == nil:
-			return refuse(ReasonAbsent)
+			return refuse(command.KVResult_ABSENT)
 		case expect != 0 && cur.Version != expect:
-			return refuse(ReasonVersion)
+			return refuse(command.KVResult_VERSION)
 		}
 	}
 	switch op.Kind {
-	case fsmpb.KVOp_CHECK:
+	case command.KVOp_CHECK:
 		res.Applied = true
 		if cur != nil {
 			res.Version = cur.Version
 		}
 		return res
-	case fsmpb.KVOp_DELETE:
+	case command.KVOp_DELETE:
 		if cur == nil {
-			return refuse(ReasonAbsent)
+			return refuse(command.KVResult_ABSENT)
 		}
 		remove(tx, op.Ns, op.Key)
 		res.Applied, res.Version = true, cur.Version
 		return res
-	case fsmpb.KVOp_INCR:
+	case command.KVOp_INCR:
 		var base int64
 		expires := expiry(op, now)
 		if cur != nil {
 			n, ok := asInt(cur.Value)
 			if !ok {
-				return refuse(ReasonType)
+				return refuse(command.KVResult_TYPE)
 			}
 			base, expires = n, cur.ExpiresUs // the TTL applies only on create
 		}
 		next, overflow := addInt(base, op.Delta)
 		if overflow || (op.HasMin && next < op.Min) || (op.HasMax && next > op.Max) {
-			return refuse(ReasonLimit)
+			return refuse(command.KVResult_LIMIT)
 		}
 		row := write(tx, op.Ns, op.Key, []byte(strconv.FormatInt(next, 10)), expires, now, version, cur)
 		res.Applied = true
@@ -242,18 +196,18 @@ func Apply(tx Tx, op *fsmpb.KVOp, now int64, version uint64) *fsmpb.KVResult {
 	}
 }
 
-func expiry(op *fsmpb.KVOp, now int64) int64 {
+func expiry(op *command.KVOp, now int64) int64 {
 	if op.Forever || op.TtlSeconds <= 0 {
 		return 0
 	}
 	return now + op.TtlSeconds*1e6
 }
 
-func write(tx Tx, ns, key string, value []byte, expiresUs, now int64, version uint64, cur *fsmpb.KVRow) *fsmpb.KVRow {
+func write(tx Tx, ns, key string, value []byte, expiresUs, now int64, version uint64, cur *command.KVRow) *command.KVRow {
 	ek := entryKey(ns, key)
 	created := now
 	if old := tx.Get(BucketEntries, ek); old != nil {
-		prev := &fsmpb.KVRow{}
+		prev := &command.KVRow{}
 		if err := proto.Unmarshal(old, prev); err == nil {
 			if prev.ExpiresUs != 0 {
 				tx.Delete(BucketExpiry, expiryKey(prev.ExpiresUs, ns, key))
@@ -266,7 +220,7 @@ func write(tx Tx, ns, key string, value []byte, expiresUs, now int64, version ui
 	if value == nil {
 		value = []byte("null")
 	}
-	row := &fsmpb.KVRow{Value: value, Version: version, ExpiresUs: expiresUs, UpdatedUs: now, CreatedUs: created}
+	row := &command.KVRow{Value: value, Version: version, ExpiresUs: expiresUs, UpdatedUs: now, CreatedUs: created}
 	b, err := proto.Marshal(row)
 	if err != nil {
 		panic("kvstore: " + err.Error())
@@ -282,7 +236,7 @@ func write(tx Tx, ns, key string, value []byte, expiresUs, now int64, version ui
 func remove(tx Tx, ns, key string) {
 	ek := entryKey(ns, key)
 	if old := tx.Get(BucketEntries, ek); old != nil {
-		prev := &fsmpb.KVRow{}
+		prev := &command.KVRow{}
 		if err := proto.Unmarshal(old, prev); err == nil && prev.ExpiresUs != 0 {
 			tx.Delete(BucketExpiry, expiryKey(prev.ExpiresUs, ns, key))
 		}
@@ -330,7 +284,7 @@ func sweepKeys(tx Tx, due [][]byte, now int64) int {
 		tx.Delete(BucketExpiry, k)
 		ek := k[8:]
 		if v := tx.Get(BucketEntries, ek); v != nil {
-			row := &fsmpb.KVRow{}
+			row := &command.KVRow{}
 			if err := proto.Unmarshal(v, row); err == nil && row.ExpiresUs != 0 && row.ExpiresUs <= now {
 				tx.Delete(BucketEntries, ek)
 			}

@@ -5,23 +5,23 @@ import (
 	"hash/fnv"
 	"slices"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 // Live reports whether l still holds its partition at entry time now (µs).
 // A lease is live strictly before its expiry: at expiresUs it has ended.
-func Live(l *fsmpb.Lease, now int64) bool {
+func Live(l *command.Lease, now int64) bool {
 	return l != nil && l.LeaseId != "" && now < l.ExpiresUs
 }
 
 // Grant returns a lease over the delivered run first..last.
-func Grant(id string, now, expiresUs int64, first, last uint64) *fsmpb.Lease {
-	return &fsmpb.Lease{LeaseId: id, ExpiresUs: expiresUs, FirstSeq: first, LastSeq: last, ClaimedUs: now}
+func Grant(id string, now, expiresUs int64, first, last uint64) *command.Lease {
+	return &command.Lease{LeaseId: id, ExpiresUs: expiresUs, FirstSeq: first, LastSeq: last, ClaimedUs: now}
 }
 
 // Extend pushes a live lease's expiry to max(current, now+seconds). It
 // reports false, changing nothing, when the lease is not live.
-func Extend(l *fsmpb.Lease, now, seconds int64) bool {
+func Extend(l *command.Lease, now, seconds int64) bool {
 	if !Live(l, now) {
 		return false
 	}
@@ -30,7 +30,7 @@ func Extend(l *fsmpb.Lease, now, seconds int64) bool {
 }
 
 // Covers reports whether seq was delivered under l.
-func Covers(l *fsmpb.Lease, seq uint64) bool {
+func Covers(l *command.Lease, seq uint64) bool {
 	return l != nil && seq >= l.FirstSeq && seq <= l.LastSeq
 }
 
@@ -40,7 +40,7 @@ func Covers(l *fsmpb.Lease, seq uint64) bool {
 // lease's acked list until the gap before it closes. A seq that is neither
 // next nor inside the lease's run is dropped: it will be delivered again.
 // It reports whether the whole delivered run is now consumed.
-func MarkConsumed(cur *fsmpb.CursorRecord, seq uint64) (runDone bool) {
+func MarkConsumed(cur *command.CursorRecord, seq uint64) (runDone bool) {
 	l := cur.Lease
 	switch {
 	case seq <= cur.Consumed:

@@ -3,7 +3,7 @@ package leases
 import (
 	"testing"
 
-	"github.com/queen-node/queen-node/fsm/fsmpb"
+	"github.com/queen-node/queen-node/command"
 )
 
 func TestLiveUntilExpiry(t *testing.T) {
@@ -23,7 +23,7 @@ func TestLiveUntilExpiry(t *testing.T) {
 }
 
 func TestMarkConsumedContiguousPrefix(t *testing.T) {
-	cur := &fsmpb.CursorRecord{Consumed: 10, Lease: Grant("L", 0, 100, 11, 14)}
+	cur := &command.CursorRecord{Consumed: 10, Lease: Grant("L", 0, 100, 11, 14)}
 	for _, step := range []struct {
 		seq      uint64
 		consumed uint64

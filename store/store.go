@@ -210,9 +210,11 @@ func (s *Snapshot) Release() {
 }
 
 // Restore replaces the state with the bbolt image read from r. The image is
-// written and synced beside the file, then swapped in under the exclusive
-// lock: readers see the old state or the new one.
-func (db *DB) Restore(r io.Reader) error {
+// written and synced beside the file, checked (it opens, and check, when not
+// nil, accepts what it holds), then swapped in under the exclusive lock:
+// readers see the old state or the new one, and a refused image leaves the
+// old state in place.
+func (db *DB) Restore(r io.Reader, check func(Reader) error) error {
 	tmp := db.path + ".restore"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -238,7 +240,14 @@ func (db *DB) Restore(r io.Reader) error {
 		os.Remove(tmp)
 		return fmt.Errorf("store: restore: image does not open: %w", err)
 	}
+	if check != nil {
+		err = probe.View(func(tx *bolt.Tx) error { return check(readTx{tx}) })
+	}
 	probe.Close()
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("store: restore: %w", err)
+	}
 
 	db.mu.Lock()
 	defer db.mu.Unlock()

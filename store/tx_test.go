@@ -169,7 +169,7 @@ func TestRestoreSwapsWholeState(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Release()
-	if err := dst.Restore(&buf); err != nil {
+	if err := dst.Restore(&buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	dst.View(func(r Reader) error {
@@ -178,7 +178,7 @@ func TestRestoreSwapsWholeState(t *testing.T) {
 		}
 		return nil
 	})
-	if err := dst.Restore(bytes.NewReader([]byte("not a bbolt file"))); err == nil {
+	if err := dst.Restore(bytes.NewReader([]byte("not a bbolt file")), nil); err == nil {
 		t.Fatal("restore of garbage succeeded")
 	}
 	dst.View(func(r Reader) error {

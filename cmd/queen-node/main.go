@@ -23,6 +23,7 @@ import (
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
+	"github.com/queen-node/queen-node/request"
 )
 
 var version = "0.1.0-dev"
@@ -87,14 +88,15 @@ func run(args []string) error {
 
 	// The gRPC server: the internal forwarding service, the public API
 	// (queen.v1), health and reflection.
-	grpcSrv := grpcapi.NewServer(node, grpcapi.WithDefaultSubscriptionMode(cfg.DefaultSubscriptionMode),
-		grpcapi.WithKVReadRate(cfg.KVReadRate))
+	// One set of request rules for both front ends, so that per-node limits
+	// (the KV read rate) hold across them.
+	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
+		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL})
+	grpcSrv := grpcapi.NewServer(node, grpcapi.WithRules(rules))
 	go grpcSrv.Serve(grpcLn)
 
 	api := httpapi.New(httpapi.Config{
-		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes,
-		DefaultSubscriptionMode: cfg.DefaultSubscriptionMode, Version: version,
-		IdempotencyTTL: cfg.IdempotencyTTL, KVReadRate: cfg.KVReadRate,
+		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Rules: rules, Version: version,
 	})
 	var handler http.Handler = api
 	if cfg.Pprof || cfg.TestHooks {

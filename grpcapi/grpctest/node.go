@@ -20,6 +20,7 @@ import (
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
+	"github.com/queen-node/queen-node/request"
 )
 
 // Node is a started node and where to reach it.
@@ -64,10 +65,10 @@ func Start(t testing.TB, o Options) *Node {
 		n.Shutdown()
 		t.Fatal(err)
 	}
-	srv := grpcapi.NewServer(n, grpcapi.WithDefaultSubscriptionMode(o.DefaultSubscriptionMode), grpcapi.WithKVReadRate(rate))
+	rules := request.New(request.Options{DefaultSubscriptionMode: o.DefaultSubscriptionMode, KVReadRate: rate})
+	srv := grpcapi.NewServer(n, grpcapi.WithRules(rules))
 	go srv.Serve(ln)
-	h := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Logger: log, DefaultSubscriptionMode: o.DefaultSubscriptionMode,
-		KVReadRate: rate}))
+	h := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Logger: log, Rules: rules}))
 	t.Cleanup(func() {
 		n.Drain()
 		h.Close()

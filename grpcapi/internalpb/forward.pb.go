@@ -11,7 +11,7 @@
 package internalpb
 
 import (
-	fsmpb "github.com/queen-node/queen-node/fsm/fsmpb"
+	command "github.com/queen-node/queen-node/command"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -28,7 +28,7 @@ const (
 
 type PopRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pop           *fsmpb.Pop             `protobuf:"bytes,1,opt,name=pop,proto3" json:"pop,omitempty"`
+	Pop           *command.Pop           `protobuf:"bytes,1,opt,name=pop,proto3" json:"pop,omitempty"`
 	WaitMs        int64                  `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -64,7 +64,7 @@ func (*PopRequest) Descriptor() ([]byte, []int) {
 	return file_grpcapi_internalpb_forward_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *PopRequest) GetPop() *fsmpb.Pop {
+func (x *PopRequest) GetPop() *command.Pop {
 	if x != nil {
 		return x.Pop
 	}
@@ -242,20 +242,20 @@ var File_grpcapi_internalpb_forward_proto protoreflect.FileDescriptor
 
 const file_grpcapi_internalpb_forward_proto_rawDesc = "" +
 	"\n" +
-	" grpcapi/internalpb/forward.proto\x12\x11queen.internal.v1\x1a\x18fsm/fsmpb/commands.proto\x1a\x17fsm/fsmpb/results.proto\"J\n" +
+	" grpcapi/internalpb/forward.proto\x12\x11queen.internal.v1\x1a\x16command/commands.proto\x1a\x15command/results.proto\"N\n" +
 	"\n" +
-	"PopRequest\x12#\n" +
-	"\x03pop\x18\x01 \x01(\v2\x11.queen.fsm.v1.PopR\x03pop\x12\x17\n" +
+	"PopRequest\x12'\n" +
+	"\x03pop\x18\x01 \x01(\v2\x15.queen.command.v1.PopR\x03pop\x12\x17\n" +
 	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x12\n" +
 	"\x10ReadIndexRequest\"&\n" +
 	"\x0eReadIndexReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
-	"\x11RemoveServerReply2\xb3\x02\n" +
-	"\aForward\x126\n" +
-	"\x05Apply\x12\x15.queen.fsm.v1.Command\x1a\x16.queen.fsm.v1.Response\x12=\n" +
-	"\x03Pop\x12\x1d.queen.internal.v1.PopRequest\x1a\x17.queen.fsm.v1.PopResult\x12S\n" +
+	"\x11RemoveServerReply2\xbf\x02\n" +
+	"\aForward\x12>\n" +
+	"\x05Apply\x12\x19.queen.command.v1.Command\x1a\x1a.queen.command.v1.Response\x12A\n" +
+	"\x03Pop\x12\x1d.queen.internal.v1.PopRequest\x1a\x1b.queen.command.v1.PopResult\x12S\n" +
 	"\tReadIndex\x12#.queen.internal.v1.ReadIndexRequest\x1a!.queen.internal.v1.ReadIndexReply\x12\\\n" +
 	"\fRemoveServer\x12&.queen.internal.v1.RemoveServerRequest\x1a$.queen.internal.v1.RemoveServerReplyB5Z3github.com/queen-node/queen-node/grpcapi/internalpbb\x06proto3"
 
@@ -278,19 +278,19 @@ var file_grpcapi_internalpb_forward_proto_goTypes = []any{
 	(*ReadIndexReply)(nil),      // 2: queen.internal.v1.ReadIndexReply
 	(*RemoveServerRequest)(nil), // 3: queen.internal.v1.RemoveServerRequest
 	(*RemoveServerReply)(nil),   // 4: queen.internal.v1.RemoveServerReply
-	(*fsmpb.Pop)(nil),           // 5: queen.fsm.v1.Pop
-	(*fsmpb.Command)(nil),       // 6: queen.fsm.v1.Command
-	(*fsmpb.Response)(nil),      // 7: queen.fsm.v1.Response
-	(*fsmpb.PopResult)(nil),     // 8: queen.fsm.v1.PopResult
+	(*command.Pop)(nil),         // 5: queen.command.v1.Pop
+	(*command.Command)(nil),     // 6: queen.command.v1.Command
+	(*command.Response)(nil),    // 7: queen.command.v1.Response
+	(*command.PopResult)(nil),   // 8: queen.command.v1.PopResult
 }
 var file_grpcapi_internalpb_forward_proto_depIdxs = []int32{
-	5, // 0: queen.internal.v1.PopRequest.pop:type_name -> queen.fsm.v1.Pop
-	6, // 1: queen.internal.v1.Forward.Apply:input_type -> queen.fsm.v1.Command
+	5, // 0: queen.internal.v1.PopRequest.pop:type_name -> queen.command.v1.Pop
+	6, // 1: queen.internal.v1.Forward.Apply:input_type -> queen.command.v1.Command
 	0, // 2: queen.internal.v1.Forward.Pop:input_type -> queen.internal.v1.PopRequest
 	1, // 3: queen.internal.v1.Forward.ReadIndex:input_type -> queen.internal.v1.ReadIndexRequest
 	3, // 4: queen.internal.v1.Forward.RemoveServer:input_type -> queen.internal.v1.RemoveServerRequest
-	7, // 5: queen.internal.v1.Forward.Apply:output_type -> queen.fsm.v1.Response
-	8, // 6: queen.internal.v1.Forward.Pop:output_type -> queen.fsm.v1.PopResult
+	7, // 5: queen.internal.v1.Forward.Apply:output_type -> queen.command.v1.Response
+	8, // 6: queen.internal.v1.Forward.Pop:output_type -> queen.command.v1.PopResult
 	2, // 7: queen.internal.v1.Forward.ReadIndex:output_type -> queen.internal.v1.ReadIndexReply
 	4, // 8: queen.internal.v1.Forward.RemoveServer:output_type -> queen.internal.v1.RemoveServerReply
 	5, // [5:9] is the sub-list for method output_type

@@ -12,7 +12,7 @@ package internalpb
 
 import (
 	context "context"
-	fsmpb "github.com/queen-node/queen-node/fsm/fsmpb"
+	command "github.com/queen-node/queen-node/command"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -35,10 +35,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ForwardClient interface {
 	// Apply proposes one command on the leader and returns its apply result.
-	Apply(ctx context.Context, in *fsmpb.Command, opts ...grpc.CallOption) (*fsmpb.Response, error)
+	Apply(ctx context.Context, in *command.Command, opts ...grpc.CallOption) (*command.Response, error)
 	// Pop runs a (long-poll) pop on the leader and returns the claimed
 	// messages with their stored records.
-	Pop(ctx context.Context, in *PopRequest, opts ...grpc.CallOption) (*fsmpb.PopResult, error)
+	Pop(ctx context.Context, in *PopRequest, opts ...grpc.CallOption) (*command.PopResult, error)
 	// ReadIndex confirms leadership and returns the commit index a
 	// linearizable read must wait for.
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexReply, error)
@@ -54,9 +54,9 @@ func NewForwardClient(cc grpc.ClientConnInterface) ForwardClient {
 	return &forwardClient{cc}
 }
 
-func (c *forwardClient) Apply(ctx context.Context, in *fsmpb.Command, opts ...grpc.CallOption) (*fsmpb.Response, error) {
+func (c *forwardClient) Apply(ctx context.Context, in *command.Command, opts ...grpc.CallOption) (*command.Response, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(fsmpb.Response)
+	out := new(command.Response)
 	err := c.cc.Invoke(ctx, Forward_Apply_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -64,9 +64,9 @@ func (c *forwardClient) Apply(ctx context.Context, in *fsmpb.Command, opts ...gr
 	return out, nil
 }
 
-func (c *forwardClient) Pop(ctx context.Context, in *PopRequest, opts ...grpc.CallOption) (*fsmpb.PopResult, error) {
+func (c *forwardClient) Pop(ctx context.Context, in *PopRequest, opts ...grpc.CallOption) (*command.PopResult, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(fsmpb.PopResult)
+	out := new(command.PopResult)
 	err := c.cc.Invoke(ctx, Forward_Pop_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -99,10 +99,10 @@ func (c *forwardClient) RemoveServer(ctx context.Context, in *RemoveServerReques
 // for forward compatibility.
 type ForwardServer interface {
 	// Apply proposes one command on the leader and returns its apply result.
-	Apply(context.Context, *fsmpb.Command) (*fsmpb.Response, error)
+	Apply(context.Context, *command.Command) (*command.Response, error)
 	// Pop runs a (long-poll) pop on the leader and returns the claimed
 	// messages with their stored records.
-	Pop(context.Context, *PopRequest) (*fsmpb.PopResult, error)
+	Pop(context.Context, *PopRequest) (*command.PopResult, error)
 	// ReadIndex confirms leadership and returns the commit index a
 	// linearizable read must wait for.
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexReply, error)
@@ -118,10 +118,10 @@ type ForwardServer interface {
 // pointer dereference when methods are called.
 type UnimplementedForwardServer struct{}
 
-func (UnimplementedForwardServer) Apply(context.Context, *fsmpb.Command) (*fsmpb.Response, error) {
+func (UnimplementedForwardServer) Apply(context.Context, *command.Command) (*command.Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
 }
-func (UnimplementedForwardServer) Pop(context.Context, *PopRequest) (*fsmpb.PopResult, error) {
+func (UnimplementedForwardServer) Pop(context.Context, *PopRequest) (*command.PopResult, error) {
 	return nil, status.Error(codes.Unimplemented, "method Pop not implemented")
 }
 func (UnimplementedForwardServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexReply, error) {
@@ -152,7 +152,7 @@ func RegisterForwardServer(s grpc.ServiceRegistrar, srv ForwardServer) {
 }
 
 func _Forward_Apply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(fsmpb.Command)
+	in := new(command.Command)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func _Forward_Apply_Handler(srv interface{}, ctx context.Context, dec func(inter
 		FullMethod: Forward_Apply_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ForwardServer).Apply(ctx, req.(*fsmpb.Command))
+		return srv.(ForwardServer).Apply(ctx, req.(*command.Command))
 	}
 	return interceptor(ctx, in, info, handler)
 }

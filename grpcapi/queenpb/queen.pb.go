@@ -1,7 +1,11 @@
 // queen.v1: the public gRPC API of queen-node. It carries the contract of
-// the Queen HTTP API (spec/http-api.md §4.1–§4.7) with the same validation
-// rules: a request the HTTP API answers with a 4xx is INVALID_ARGUMENT here
-// and changes nothing. Refusals that the HTTP API answers as values (a
+// the Queen HTTP API (spec/http-api.md §4.1–§4.7, the timers of the 2.x
+// addendum §1–§2) with the same request rules (package request): a request
+// the HTTP API answers with a 4xx is INVALID_ARGUMENT here (or the code its
+// kind names) and changes nothing. Push, Transaction, Kv and Timers take an
+// `idempotency-key` metadata entry with the HTTP API's Idempotency-Key
+// semantics; a replayed answer carries `idempotent-replayed: true` in the
+// response header. Refusals that the HTTP API answers as values (a
 // failed ack item, a transaction verdict, a KV write not applied) are values
 // here too. Payloads and KV values are JSON text.
 
@@ -256,6 +260,113 @@ func (x KvOpKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use KvOpKind.Descriptor instead.
 func (KvOpKind) EnumDescriptor() ([]byte, []int) {
 	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{3}
+}
+
+type TimerOpKind int32
+
+const (
+	TimerOpKind_TIMER_OP_KIND_UNSPECIFIED TimerOpKind = 0
+	TimerOpKind_TIMER_OP_KIND_SCHEDULE    TimerOpKind = 1 // an upsert on (queue, timer_key)
+	TimerOpKind_TIMER_OP_KIND_RESCHEDULE  TimerOpKind = 2 // the same as schedule
+	TimerOpKind_TIMER_OP_KIND_CANCEL      TimerOpKind = 3
+)
+
+// Enum value maps for TimerOpKind.
+var (
+	TimerOpKind_name = map[int32]string{
+		0: "TIMER_OP_KIND_UNSPECIFIED",
+		1: "TIMER_OP_KIND_SCHEDULE",
+		2: "TIMER_OP_KIND_RESCHEDULE",
+		3: "TIMER_OP_KIND_CANCEL",
+	}
+	TimerOpKind_value = map[string]int32{
+		"TIMER_OP_KIND_UNSPECIFIED": 0,
+		"TIMER_OP_KIND_SCHEDULE":    1,
+		"TIMER_OP_KIND_RESCHEDULE":  2,
+		"TIMER_OP_KIND_CANCEL":      3,
+	}
+)
+
+func (x TimerOpKind) Enum() *TimerOpKind {
+	p := new(TimerOpKind)
+	*p = x
+	return p
+}
+
+func (x TimerOpKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimerOpKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_grpcapi_queenpb_queen_proto_enumTypes[4].Descriptor()
+}
+
+func (TimerOpKind) Type() protoreflect.EnumType {
+	return &file_grpcapi_queenpb_queen_proto_enumTypes[4]
+}
+
+func (x TimerOpKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimerOpKind.Descriptor instead.
+func (TimerOpKind) EnumDescriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{4}
+}
+
+type TimerStatus int32
+
+const (
+	TimerStatus_TIMER_STATUS_UNSPECIFIED TimerStatus = 0
+	TimerStatus_TIMER_STATUS_SCHEDULED   TimerStatus = 1
+	TimerStatus_TIMER_STATUS_RESCHEDULED TimerStatus = 2
+	TimerStatus_TIMER_STATUS_CANCELLED   TimerStatus = 3
+	TimerStatus_TIMER_STATUS_ABSENT      TimerStatus = 4 // cancel: no pending timer (not an error)
+)
+
+// Enum value maps for TimerStatus.
+var (
+	TimerStatus_name = map[int32]string{
+		0: "TIMER_STATUS_UNSPECIFIED",
+		1: "TIMER_STATUS_SCHEDULED",
+		2: "TIMER_STATUS_RESCHEDULED",
+		3: "TIMER_STATUS_CANCELLED",
+		4: "TIMER_STATUS_ABSENT",
+	}
+	TimerStatus_value = map[string]int32{
+		"TIMER_STATUS_UNSPECIFIED": 0,
+		"TIMER_STATUS_SCHEDULED":   1,
+		"TIMER_STATUS_RESCHEDULED": 2,
+		"TIMER_STATUS_CANCELLED":   3,
+		"TIMER_STATUS_ABSENT":      4,
+	}
+)
+
+func (x TimerStatus) Enum() *TimerStatus {
+	p := new(TimerStatus)
+	*p = x
+	return p
+}
+
+func (x TimerStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimerStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_grpcapi_queenpb_queen_proto_enumTypes[5].Descriptor()
+}
+
+func (TimerStatus) Type() protoreflect.EnumType {
+	return &file_grpcapi_queenpb_queen_proto_enumTypes[5]
+}
+
+func (x TimerStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimerStatus.Descriptor instead.
+func (TimerStatus) EnumDescriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
 }
 
 type PushItem struct {
@@ -1428,8 +1539,11 @@ type TransactionRequest struct {
 	// Lease evidence for ack ops that carry no lease_id of their own.
 	RequiredLeases []string `protobuf:"bytes,2,rep,name=required_leases,json=requiredLeases,proto3" json:"required_leases,omitempty"`
 	Kv             []*KvOp  `protobuf:"bytes,3,rep,name=kv,proto3" json:"kv,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Timers scheduled or cancelled with the rest (addendum §1): the
+	// standalone call's limits do not apply.
+	Timers        []*TimerOp `protobuf:"bytes,4,rep,name=timers,proto3" json:"timers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionRequest) Reset() {
@@ -1483,9 +1597,16 @@ func (x *TransactionRequest) GetKv() []*KvOp {
 	return nil
 }
 
+func (x *TransactionRequest) GetTimers() []*TimerOp {
+	if x != nil {
+		return x.Timers
+	}
+	return nil
+}
+
 type TransactionItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // ack | push | kv
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // ack | push | kv | timer
 	Success       bool                   `protobuf:"varint,2,opt,name=success,proto3" json:"success,omitempty"`
 	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
 	Dlq           bool                   `protobuf:"varint,4,opt,name=dlq,proto3" json:"dlq,omitempty"`
@@ -1495,6 +1616,7 @@ type TransactionItemResult struct {
 	Queue         string                 `protobuf:"bytes,8,opt,name=queue,proto3" json:"queue,omitempty"`
 	Offset        uint64                 `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`
 	Kv            *KvResult              `protobuf:"bytes,10,opt,name=kv,proto3" json:"kv,omitempty"`
+	Timer         *TimerResult           `protobuf:"bytes,11,opt,name=timer,proto3" json:"timer,omitempty"` // op_index: its ordinal in timers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1595,6 +1717,13 @@ func (x *TransactionItemResult) GetOffset() uint64 {
 func (x *TransactionItemResult) GetKv() *KvResult {
 	if x != nil {
 		return x.Kv
+	}
+	return nil
+}
+
+func (x *TransactionItemResult) GetTimer() *TimerResult {
+	if x != nil {
+		return x.Timer
 	}
 	return nil
 }
@@ -2720,6 +2849,822 @@ func (x *KvResponse) GetResults() []*KvResult {
 	return nil
 }
 
+type TimerOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            TimerOpKind            `protobuf:"varint,1,opt,name=op,proto3,enum=queen.v1.TimerOpKind" json:"op,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"` // where the fired message goes
+	TimerKey      string                 `protobuf:"bytes,3,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Partition     *string                `protobuf:"bytes,4,opt,name=partition,proto3,oneof" json:"partition,omitempty"`                   // unset = "Default"; set must be non-empty
+	DelayMs       *float64               `protobuf:"fixed64,5,opt,name=delay_ms,json=delayMs,proto3,oneof" json:"delay_ms,omitempty"`      // schedule: due this long after the leader plans it
+	Txn           string                 `protobuf:"bytes,6,opt,name=txn,proto3" json:"txn,omitempty"`                                     // schedule: the fired message's transactionId
+	Payload       []byte                 `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"`                             // schedule: the message body (non-JSON bytes travel wrapped)
+	PayloadZstd   bool                   `protobuf:"varint,8,opt,name=payload_zstd,json=payloadZstd,proto3" json:"payload_zstd,omitempty"` // payload is zstd-compressed
+	Encrypted     bool                   `protobuf:"varint,9,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerOp) Reset() {
+	*x = TimerOp{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerOp) ProtoMessage() {}
+
+func (x *TimerOp) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
+func (*TimerOp) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TimerOp) GetOp() TimerOpKind {
+	if x != nil {
+		return x.Op
+	}
+	return TimerOpKind_TIMER_OP_KIND_UNSPECIFIED
+}
+
+func (x *TimerOp) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TimerOp) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *TimerOp) GetPartition() string {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return ""
+}
+
+func (x *TimerOp) GetDelayMs() float64 {
+	if x != nil && x.DelayMs != nil {
+		return *x.DelayMs
+	}
+	return 0
+}
+
+func (x *TimerOp) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+func (x *TimerOp) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *TimerOp) GetPayloadZstd() bool {
+	if x != nil {
+		return x.PayloadZstd
+	}
+	return false
+}
+
+func (x *TimerOp) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
+type TimersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []*TimerOp             `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimersRequest) Reset() {
+	*x = TimersRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimersRequest) ProtoMessage() {}
+
+func (x *TimersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimersRequest.ProtoReflect.Descriptor instead.
+func (*TimersRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TimersRequest) GetOperations() []*TimerOp {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+type TimerResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ok            bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	Status        TimerStatus            `protobuf:"varint,2,opt,name=status,proto3,enum=queen.v1.TimerStatus" json:"status,omitempty"`
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey      string                 `protobuf:"bytes,4,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Txn           string                 `protobuf:"bytes,5,opt,name=txn,proto3" json:"txn,omitempty"`
+	MessageId     string                 `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"` // scheduled, rescheduled
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"`
+	OpIndex       uint32                 `protobuf:"varint,8,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimerResult) Reset() {
+	*x = TimerResult{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimerResult) ProtoMessage() {}
+
+func (x *TimerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
+func (*TimerResult) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TimerResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *TimerResult) GetStatus() TimerStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TimerStatus_TIMER_STATUS_UNSPECIFIED
+}
+
+func (x *TimerResult) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TimerResult) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *TimerResult) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+func (x *TimerResult) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *TimerResult) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
+func (x *TimerResult) GetOpIndex() uint32 {
+	if x != nil {
+		return x.OpIndex
+	}
+	return 0
+}
+
+type TimersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*TimerResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimersResponse) Reset() {
+	*x = TimersResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimersResponse) ProtoMessage() {}
+
+func (x *TimersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimersResponse.ProtoReflect.Descriptor instead.
+func (*TimersResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TimersResponse) GetResults() []*TimerResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CancelTimerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey      string                 `protobuf:"bytes,2,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Txn           string                 `protobuf:"bytes,3,opt,name=txn,proto3" json:"txn,omitempty"` // echoed when there is no pending timer
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTimerRequest) Reset() {
+	*x = CancelTimerRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTimerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTimerRequest) ProtoMessage() {}
+
+func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTimerRequest.ProtoReflect.Descriptor instead.
+func (*CancelTimerRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *CancelTimerRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CancelTimerRequest) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *CancelTimerRequest) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+type Timer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey      string                 `protobuf:"bytes,2,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	Partition     string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"` // with any backoff
+	Txn           string                 `protobuf:"bytes,5,opt,name=txn,proto3" json:"txn,omitempty"`
+	MessageId     string                 `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Payload       []byte                 `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"` // only from GetTimer
+	Encrypted     bool                   `protobuf:"varint,8,opt,name=encrypted,proto3" json:"encrypted,omitempty"`
+	ProducerSub   string                 `protobuf:"bytes,9,opt,name=producer_sub,json=producerSub,proto3" json:"producer_sub,omitempty"`
+	Attempts      uint32                 `protobuf:"varint,10,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	LastError     string                 `protobuf:"bytes,11,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Timer) Reset() {
+	*x = Timer{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Timer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Timer) ProtoMessage() {}
+
+func (x *Timer) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Timer.ProtoReflect.Descriptor instead.
+func (*Timer) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *Timer) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Timer) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+func (x *Timer) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *Timer) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
+func (x *Timer) GetTxn() string {
+	if x != nil {
+		return x.Txn
+	}
+	return ""
+}
+
+func (x *Timer) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *Timer) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Timer) GetEncrypted() bool {
+	if x != nil {
+		return x.Encrypted
+	}
+	return false
+}
+
+func (x *Timer) GetProducerSub() string {
+	if x != nil {
+		return x.ProducerSub
+	}
+	return ""
+}
+
+func (x *Timer) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Timer) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Timer) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Timer) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type GetTimerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	TimerKey      string                 `protobuf:"bytes,2,opt,name=timer_key,json=timerKey,proto3" json:"timer_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTimerRequest) Reset() {
+	*x = GetTimerRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTimerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTimerRequest) ProtoMessage() {}
+
+func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTimerRequest.ProtoReflect.Descriptor instead.
+func (*GetTimerRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetTimerRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetTimerRequest) GetTimerKey() string {
+	if x != nil {
+		return x.TimerKey
+	}
+	return ""
+}
+
+type GetTimerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Timer         *Timer                 `protobuf:"bytes,2,opt,name=timer,proto3" json:"timer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTimerResponse) Reset() {
+	*x = GetTimerResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTimerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTimerResponse) ProtoMessage() {}
+
+func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTimerResponse.ProtoReflect.Descriptor instead.
+func (*GetTimerResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetTimerResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *GetTimerResponse) GetTimer() *Timer {
+	if x != nil {
+		return x.Timer
+	}
+	return nil
+}
+
+type ListTimersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	After         string                 `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`  // the last key of the previous page
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 100; at most 1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTimersRequest) Reset() {
+	*x = ListTimersRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTimersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTimersRequest) ProtoMessage() {}
+
+func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTimersRequest.ProtoReflect.Descriptor instead.
+func (*ListTimersRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListTimersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListTimersRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListTimersRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListTimersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Timers        []*Timer               `protobuf:"bytes,1,rep,name=timers,proto3" json:"timers,omitempty"`
+	Truncated     bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	NextAfter     string                 `protobuf:"bytes,3,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTimersResponse) Reset() {
+	*x = ListTimersResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTimersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTimersResponse) ProtoMessage() {}
+
+func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTimersResponse.ProtoReflect.Descriptor instead.
+func (*ListTimersResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListTimersResponse) GetTimers() []*Timer {
+	if x != nil {
+		return x.Timers
+	}
+	return nil
+}
+
+func (x *ListTimersResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *ListTimersResponse) GetNextAfter() string {
+	if x != nil {
+		return x.NextAfter
+	}
+	return ""
+}
+
+type CountTimersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"` // required, at most 128 bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTimersRequest) Reset() {
+	*x = CountTimersRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTimersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTimersRequest) ProtoMessage() {}
+
+func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTimersRequest.ProtoReflect.Descriptor instead.
+func (*CountTimersRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CountTimersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CountTimersRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+type CountTimersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint64                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountTimersResponse) Reset() {
+	*x = CountTimersResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTimersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTimersResponse) ProtoMessage() {}
+
+func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTimersResponse.ProtoReflect.Descriptor instead.
+func (*CountTimersResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CountTimersResponse) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
@@ -2826,13 +3771,14 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\rTransactionOp\x12(\n" +
 	"\x03ack\x18\x01 \x01(\v2\x14.queen.v1.AckRequestH\x00R\x03ack\x12(\n" +
 	"\x04push\x18\x02 \x01(\v2\x12.queen.v1.PushItemH\x00R\x04pushB\x04\n" +
-	"\x02op\"\x96\x01\n" +
+	"\x02op\"\xc1\x01\n" +
 	"\x12TransactionRequest\x127\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x17.queen.v1.TransactionOpR\n" +
 	"operations\x12'\n" +
 	"\x0frequired_leases\x18\x02 \x03(\tR\x0erequiredLeases\x12\x1e\n" +
-	"\x02kv\x18\x03 \x03(\v2\x0e.queen.v1.KvOpR\x02kv\"\xb9\x02\n" +
+	"\x02kv\x18\x03 \x03(\v2\x0e.queen.v1.KvOpR\x02kv\x12)\n" +
+	"\x06timers\x18\x04 \x03(\v2\x11.queen.v1.TimerOpR\x06timers\"\xe6\x02\n" +
 	"\x15TransactionItemResult\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12%\n" +
@@ -2845,7 +3791,8 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x05queue\x18\b \x01(\tR\x05queue\x12\x16\n" +
 	"\x06offset\x18\t \x01(\x04R\x06offset\x12\"\n" +
 	"\x02kv\x18\n" +
-	" \x01(\v2\x12.queen.v1.KvResultR\x02kv\"\x93\x02\n" +
+	" \x01(\v2\x12.queen.v1.KvResultR\x02kv\x12+\n" +
+	"\x05timer\x18\v \x01(\v2\x15.queen.v1.TimerResultR\x05timer\"\x93\x02\n" +
 	"\x13TransactionResponse\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12\x16\n" +
@@ -2982,7 +3929,81 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
 	"\ffailed_index\x18\x03 \x01(\x05R\vfailedIndex\x12*\n" +
 	"\x06failed\x18\x04 \x01(\v2\x12.queen.v1.KvResultR\x06failed\x12,\n" +
-	"\aresults\x18\x05 \x03(\v2\x12.queen.v1.KvResultR\aresults*\x8e\x01\n" +
+	"\aresults\x18\x05 \x03(\v2\x12.queen.v1.KvResultR\aresults\"\xae\x02\n" +
+	"\aTimerOp\x12%\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x15.queen.v1.TimerOpKindR\x02op\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x03 \x01(\tR\btimerKey\x12!\n" +
+	"\tpartition\x18\x04 \x01(\tH\x00R\tpartition\x88\x01\x01\x12\x1e\n" +
+	"\bdelay_ms\x18\x05 \x01(\x01H\x01R\adelayMs\x88\x01\x01\x12\x10\n" +
+	"\x03txn\x18\x06 \x01(\tR\x03txn\x12\x18\n" +
+	"\apayload\x18\a \x01(\fR\apayload\x12!\n" +
+	"\fpayload_zstd\x18\b \x01(\bR\vpayloadZstd\x12\x1c\n" +
+	"\tencrypted\x18\t \x01(\bR\tencryptedB\f\n" +
+	"\n" +
+	"_partitionB\v\n" +
+	"\t_delay_ms\"B\n" +
+	"\rTimersRequest\x121\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x11.queen.v1.TimerOpR\n" +
+	"operations\"\x86\x02\n" +
+	"\vTimerResult\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12-\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x15.queen.v1.TimerStatusR\x06status\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x04 \x01(\tR\btimerKey\x12\x10\n" +
+	"\x03txn\x18\x05 \x01(\tR\x03txn\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x06 \x01(\tR\tmessageId\x129\n" +
+	"\n" +
+	"deliver_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\x12\x19\n" +
+	"\bop_index\x18\b \x01(\rR\aopIndex\"A\n" +
+	"\x0eTimersResponse\x12/\n" +
+	"\aresults\x18\x01 \x03(\v2\x15.queen.v1.TimerResultR\aresults\"Y\n" +
+	"\x12CancelTimerRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x02 \x01(\tR\btimerKey\x12\x10\n" +
+	"\x03txn\x18\x03 \x01(\tR\x03txn\"\xd0\x03\n" +
+	"\x05Timer\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x02 \x01(\tR\btimerKey\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x129\n" +
+	"\n" +
+	"deliver_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\x12\x10\n" +
+	"\x03txn\x18\x05 \x01(\tR\x03txn\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x06 \x01(\tR\tmessageId\x12\x18\n" +
+	"\apayload\x18\a \x01(\fR\apayload\x12\x1c\n" +
+	"\tencrypted\x18\b \x01(\bR\tencrypted\x12!\n" +
+	"\fproducer_sub\x18\t \x01(\tR\vproducerSub\x12\x1a\n" +
+	"\battempts\x18\n" +
+	" \x01(\rR\battempts\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\v \x01(\tR\tlastError\x129\n" +
+	"\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"D\n" +
+	"\x0fGetTimerRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\ttimer_key\x18\x02 \x01(\tR\btimerKey\"O\n" +
+	"\x10GetTimerResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12%\n" +
+	"\x05timer\x18\x02 \x01(\v2\x0f.queen.v1.TimerR\x05timer\"U\n" +
+	"\x11ListTimersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"z\n" +
+	"\x12ListTimersResponse\x12'\n" +
+	"\x06timers\x18\x01 \x03(\v2\x0f.queen.v1.TimerR\x06timers\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12\x1d\n" +
+	"\n" +
+	"next_after\x18\x03 \x01(\tR\tnextAfter\"B\n" +
+	"\x12CountTimersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"+\n" +
+	"\x13CountTimersResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count*\x8e\x01\n" +
 	"\n" +
 	"PushStatus\x12\x1b\n" +
 	"\x17PUSH_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -3010,7 +4031,18 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x0eKV_OP_KIND_CAS\x10\x06\x12\x15\n" +
 	"\x11KV_OP_KIND_DELETE\x10\a\x12\x13\n" +
 	"\x0fKV_OP_KIND_INCR\x10\b\x12\x14\n" +
-	"\x10KV_OP_KIND_CHECK\x10\t2\x82\x05\n" +
+	"\x10KV_OP_KIND_CHECK\x10\t*\x80\x01\n" +
+	"\vTimerOpKind\x12\x1d\n" +
+	"\x19TIMER_OP_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16TIMER_OP_KIND_SCHEDULE\x10\x01\x12\x1c\n" +
+	"\x18TIMER_OP_KIND_RESCHEDULE\x10\x02\x12\x18\n" +
+	"\x14TIMER_OP_KIND_CANCEL\x10\x03*\x9a\x01\n" +
+	"\vTimerStatus\x12\x1c\n" +
+	"\x18TIMER_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16TIMER_STATUS_SCHEDULED\x10\x01\x12\x1c\n" +
+	"\x18TIMER_STATUS_RESCHEDULED\x10\x02\x12\x1a\n" +
+	"\x16TIMER_STATUS_CANCELLED\x10\x03\x12\x17\n" +
+	"\x13TIMER_STATUS_ABSENT\x10\x042\xdb\a\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -3021,7 +4053,13 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\vExtendLease\x12\x1c.queen.v1.ExtendLeaseRequest\x1a\x1d.queen.v1.ExtendLeaseResponse\x12D\n" +
 	"\tConfigure\x12\x1a.queen.v1.ConfigureRequest\x1a\x1b.queen.v1.ConfigureResponse\x12J\n" +
 	"\vDeleteQueue\x12\x1c.queen.v1.DeleteQueueRequest\x1a\x1d.queen.v1.DeleteQueueResponse\x12/\n" +
-	"\x02Kv\x12\x13.queen.v1.KvRequest\x1a\x14.queen.v1.KvResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"\x02Kv\x12\x13.queen.v1.KvRequest\x1a\x14.queen.v1.KvResponse\x12;\n" +
+	"\x06Timers\x12\x17.queen.v1.TimersRequest\x1a\x18.queen.v1.TimersResponse\x12B\n" +
+	"\vCancelTimer\x12\x1c.queen.v1.CancelTimerRequest\x1a\x15.queen.v1.TimerResult\x12A\n" +
+	"\bGetTimer\x12\x19.queen.v1.GetTimerRequest\x1a\x1a.queen.v1.GetTimerResponse\x12G\n" +
+	"\n" +
+	"ListTimers\x12\x1b.queen.v1.ListTimersRequest\x1a\x1c.queen.v1.ListTimersResponse\x12J\n" +
+	"\vCountTimers\x12\x1c.queen.v1.CountTimersRequest\x1a\x1d.queen.v1.CountTimersResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -3035,104 +4073,140 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 	return file_grpcapi_queenpb_queen_proto_rawDescData
 }
 
-var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(PushStatus)(0),               // 0: queen.v1.PushStatus
 	(SubscriptionMode)(0),         // 1: queen.v1.SubscriptionMode
 	(AckStatus)(0),                // 2: queen.v1.AckStatus
 	(KvOpKind)(0),                 // 3: queen.v1.KvOpKind
-	(*PushItem)(nil),              // 4: queen.v1.PushItem
-	(*PushRequest)(nil),           // 5: queen.v1.PushRequest
-	(*PushResult)(nil),            // 6: queen.v1.PushResult
-	(*PushResponse)(nil),          // 7: queen.v1.PushResponse
-	(*PopRequest)(nil),            // 8: queen.v1.PopRequest
-	(*Message)(nil),               // 9: queen.v1.Message
-	(*PopResponse)(nil),           // 10: queen.v1.PopResponse
-	(*ConsumeRequest)(nil),        // 11: queen.v1.ConsumeRequest
-	(*AckRequest)(nil),            // 12: queen.v1.AckRequest
-	(*AckResult)(nil),             // 13: queen.v1.AckResult
-	(*AckResponse)(nil),           // 14: queen.v1.AckResponse
-	(*AckItem)(nil),               // 15: queen.v1.AckItem
-	(*AckBatchRequest)(nil),       // 16: queen.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),      // 17: queen.v1.AckBatchResponse
-	(*TransactionOp)(nil),         // 18: queen.v1.TransactionOp
-	(*TransactionRequest)(nil),    // 19: queen.v1.TransactionRequest
-	(*TransactionItemResult)(nil), // 20: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),   // 21: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),    // 22: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 23: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),          // 24: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),      // 25: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),     // 26: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),    // 27: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 28: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                  // 29: queen.v1.KvOp
-	(*KvRow)(nil),                 // 30: queen.v1.KvRow
-	(*KvResult)(nil),              // 31: queen.v1.KvResult
-	(*KvRequest)(nil),             // 32: queen.v1.KvRequest
-	(*KvResponse)(nil),            // 33: queen.v1.KvResponse
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(TimerOpKind)(0),              // 4: queen.v1.TimerOpKind
+	(TimerStatus)(0),              // 5: queen.v1.TimerStatus
+	(*PushItem)(nil),              // 6: queen.v1.PushItem
+	(*PushRequest)(nil),           // 7: queen.v1.PushRequest
+	(*PushResult)(nil),            // 8: queen.v1.PushResult
+	(*PushResponse)(nil),          // 9: queen.v1.PushResponse
+	(*PopRequest)(nil),            // 10: queen.v1.PopRequest
+	(*Message)(nil),               // 11: queen.v1.Message
+	(*PopResponse)(nil),           // 12: queen.v1.PopResponse
+	(*ConsumeRequest)(nil),        // 13: queen.v1.ConsumeRequest
+	(*AckRequest)(nil),            // 14: queen.v1.AckRequest
+	(*AckResult)(nil),             // 15: queen.v1.AckResult
+	(*AckResponse)(nil),           // 16: queen.v1.AckResponse
+	(*AckItem)(nil),               // 17: queen.v1.AckItem
+	(*AckBatchRequest)(nil),       // 18: queen.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),      // 19: queen.v1.AckBatchResponse
+	(*TransactionOp)(nil),         // 20: queen.v1.TransactionOp
+	(*TransactionRequest)(nil),    // 21: queen.v1.TransactionRequest
+	(*TransactionItemResult)(nil), // 22: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),   // 23: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),    // 24: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 25: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),          // 26: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),      // 27: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),     // 28: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),    // 29: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 30: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                  // 31: queen.v1.KvOp
+	(*KvRow)(nil),                 // 32: queen.v1.KvRow
+	(*KvResult)(nil),              // 33: queen.v1.KvResult
+	(*KvRequest)(nil),             // 34: queen.v1.KvRequest
+	(*KvResponse)(nil),            // 35: queen.v1.KvResponse
+	(*TimerOp)(nil),               // 36: queen.v1.TimerOp
+	(*TimersRequest)(nil),         // 37: queen.v1.TimersRequest
+	(*TimerResult)(nil),           // 38: queen.v1.TimerResult
+	(*TimersResponse)(nil),        // 39: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),    // 40: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                 // 41: queen.v1.Timer
+	(*GetTimerRequest)(nil),       // 42: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),      // 43: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),     // 44: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),    // 45: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),    // 46: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),   // 47: queen.v1.CountTimersResponse
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
-	4,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
+	6,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
-	6,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
+	8,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	34, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	34, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	34, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
-	8,  // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
+	48, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	48, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	48, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
+	10, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
-	13, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
+	15, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
 	2,  // 11: queen.v1.AckItem.status:type_name -> queen.v1.AckStatus
-	15, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
-	13, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
-	12, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
-	4,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
-	18, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
-	29, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
-	31, // 18: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
-	20, // 19: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
-	31, // 20: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	34, // 21: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 22: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
-	24, // 23: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
-	3,  // 24: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	34, // 25: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 26: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	34, // 27: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	34, // 28: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
-	30, // 29: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
-	29, // 30: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
-	31, // 31: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
-	31, // 32: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
-	5,  // 33: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	8,  // 34: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	11, // 35: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	12, // 36: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	16, // 37: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	19, // 38: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	22, // 39: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	25, // 40: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	27, // 41: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	32, // 42: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	7,  // 43: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	10, // 44: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	10, // 45: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	14, // 46: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	17, // 47: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	21, // 48: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	23, // 49: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	26, // 50: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	28, // 51: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	33, // 52: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	43, // [43:53] is the sub-list for method output_type
-	33, // [33:43] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	17, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
+	15, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
+	14, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
+	6,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
+	20, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
+	31, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
+	36, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
+	33, // 19: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
+	38, // 20: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
+	22, // 21: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
+	33, // 22: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
+	48, // 23: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 24: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
+	26, // 25: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
+	3,  // 26: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
+	48, // 27: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 28: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	48, // 29: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 30: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	32, // 31: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
+	31, // 32: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
+	33, // 33: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
+	33, // 34: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
+	4,  // 35: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
+	36, // 36: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
+	5,  // 37: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
+	48, // 38: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	38, // 39: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
+	48, // 40: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	48, // 41: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	48, // 42: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 43: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
+	41, // 44: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
+	7,  // 45: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	10, // 46: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	13, // 47: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	14, // 48: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	18, // 49: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	21, // 50: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	24, // 51: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	27, // 52: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	29, // 53: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	34, // 54: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	37, // 55: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	40, // 56: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	42, // 57: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	44, // 58: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	46, // 59: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	9,  // 60: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	12, // 61: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	12, // 62: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	16, // 63: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	19, // 64: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	23, // 65: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	25, // 66: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	28, // 67: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	30, // 68: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	35, // 69: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	39, // 70: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	38, // 71: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	43, // 72: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	45, // 73: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	47, // 74: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	60, // [60:75] is the sub-list for method output_type
+	45, // [45:60] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -3151,13 +4225,14 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	file_grpcapi_queenpb_queen_proto_msgTypes[25].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[26].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[27].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   30,
+			NumEnums:      6,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,7 +1,11 @@
 // queen.v1: the public gRPC API of queen-node. It carries the contract of
-// the Queen HTTP API (spec/http-api.md §4.1–§4.7) with the same validation
-// rules: a request the HTTP API answers with a 4xx is INVALID_ARGUMENT here
-// and changes nothing. Refusals that the HTTP API answers as values (a
+// the Queen HTTP API (spec/http-api.md §4.1–§4.7, the timers of the 2.x
+// addendum §1–§2) with the same request rules (package request): a request
+// the HTTP API answers with a 4xx is INVALID_ARGUMENT here (or the code its
+// kind names) and changes nothing. Push, Transaction, Kv and Timers take an
+// `idempotency-key` metadata entry with the HTTP API's Idempotency-Key
+// semantics; a replayed answer carries `idempotent-replayed: true` in the
+// response header. Refusals that the HTTP API answers as values (a
 // failed ack item, a transaction verdict, a KV write not applied) are values
 // here too. Payloads and KV values are JSON text.
 
@@ -36,6 +40,11 @@ const (
 	Queen_Configure_FullMethodName   = "/queen.v1.Queen/Configure"
 	Queen_DeleteQueue_FullMethodName = "/queen.v1.Queen/DeleteQueue"
 	Queen_Kv_FullMethodName          = "/queen.v1.Queen/Kv"
+	Queen_Timers_FullMethodName      = "/queen.v1.Queen/Timers"
+	Queen_CancelTimer_FullMethodName = "/queen.v1.Queen/CancelTimer"
+	Queen_GetTimer_FullMethodName    = "/queen.v1.Queen/GetTimer"
+	Queen_ListTimers_FullMethodName  = "/queen.v1.Queen/ListTimers"
+	Queen_CountTimers_FullMethodName = "/queen.v1.Queen/CountTimers"
 )
 
 // QueenClient is the client API for Queen service.
@@ -68,6 +77,20 @@ type QueenClient interface {
 	// Kv runs a batch of KV ops (§4.7): reads only is a linearizable read,
 	// any write makes the batch one log entry.
 	Kv(ctx context.Context, in *KvRequest, opts ...grpc.CallOption) (*KvResponse, error)
+	// Timers schedules, reschedules and cancels timers (POST /api/v1/timers):
+	// independent ops, one entry.
+	Timers(ctx context.Context, in *TimersRequest, opts ...grpc.CallOption) (*TimersResponse, error)
+	// CancelTimer cancels one timer (DELETE /api/v1/timers/:queue/:timerKey);
+	// the schedule switch never refuses it.
+	CancelTimer(ctx context.Context, in *CancelTimerRequest, opts ...grpc.CallOption) (*TimerResult, error)
+	// GetTimer peeks at a pending timer (GET /api/v1/timers/:queue/:timerKey).
+	GetTimer(ctx context.Context, in *GetTimerRequest, opts ...grpc.CallOption) (*GetTimerResponse, error)
+	// ListTimers pages through a queue's pending timers in key order
+	// (GET /api/v1/timers/:queue).
+	ListTimers(ctx context.Context, in *ListTimersRequest, opts ...grpc.CallOption) (*ListTimersResponse, error)
+	// CountTimers counts a queue's pending timers whose key starts with a
+	// prefix (GET /api/v1/timers/:queue?mode=count&prefix=).
+	CountTimers(ctx context.Context, in *CountTimersRequest, opts ...grpc.CallOption) (*CountTimersResponse, error)
 }
 
 type queenClient struct {
@@ -187,6 +210,56 @@ func (c *queenClient) Kv(ctx context.Context, in *KvRequest, opts ...grpc.CallOp
 	return out, nil
 }
 
+func (c *queenClient) Timers(ctx context.Context, in *TimersRequest, opts ...grpc.CallOption) (*TimersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TimersResponse)
+	err := c.cc.Invoke(ctx, Queen_Timers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) CancelTimer(ctx context.Context, in *CancelTimerRequest, opts ...grpc.CallOption) (*TimerResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TimerResult)
+	err := c.cc.Invoke(ctx, Queen_CancelTimer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) GetTimer(ctx context.Context, in *GetTimerRequest, opts ...grpc.CallOption) (*GetTimerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTimerResponse)
+	err := c.cc.Invoke(ctx, Queen_GetTimer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) ListTimers(ctx context.Context, in *ListTimersRequest, opts ...grpc.CallOption) (*ListTimersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTimersResponse)
+	err := c.cc.Invoke(ctx, Queen_ListTimers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) CountTimers(ctx context.Context, in *CountTimersRequest, opts ...grpc.CallOption) (*CountTimersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountTimersResponse)
+	err := c.cc.Invoke(ctx, Queen_CountTimers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -217,6 +290,20 @@ type QueenServer interface {
 	// Kv runs a batch of KV ops (§4.7): reads only is a linearizable read,
 	// any write makes the batch one log entry.
 	Kv(context.Context, *KvRequest) (*KvResponse, error)
+	// Timers schedules, reschedules and cancels timers (POST /api/v1/timers):
+	// independent ops, one entry.
+	Timers(context.Context, *TimersRequest) (*TimersResponse, error)
+	// CancelTimer cancels one timer (DELETE /api/v1/timers/:queue/:timerKey);
+	// the schedule switch never refuses it.
+	CancelTimer(context.Context, *CancelTimerRequest) (*TimerResult, error)
+	// GetTimer peeks at a pending timer (GET /api/v1/timers/:queue/:timerKey).
+	GetTimer(context.Context, *GetTimerRequest) (*GetTimerResponse, error)
+	// ListTimers pages through a queue's pending timers in key order
+	// (GET /api/v1/timers/:queue).
+	ListTimers(context.Context, *ListTimersRequest) (*ListTimersResponse, error)
+	// CountTimers counts a queue's pending timers whose key starts with a
+	// prefix (GET /api/v1/timers/:queue?mode=count&prefix=).
+	CountTimers(context.Context, *CountTimersRequest) (*CountTimersResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -256,6 +343,21 @@ func (UnimplementedQueenServer) DeleteQueue(context.Context, *DeleteQueueRequest
 }
 func (UnimplementedQueenServer) Kv(context.Context, *KvRequest) (*KvResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Kv not implemented")
+}
+func (UnimplementedQueenServer) Timers(context.Context, *TimersRequest) (*TimersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Timers not implemented")
+}
+func (UnimplementedQueenServer) CancelTimer(context.Context, *CancelTimerRequest) (*TimerResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTimer not implemented")
+}
+func (UnimplementedQueenServer) GetTimer(context.Context, *GetTimerRequest) (*GetTimerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTimer not implemented")
+}
+func (UnimplementedQueenServer) ListTimers(context.Context, *ListTimersRequest) (*ListTimersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTimers not implemented")
+}
+func (UnimplementedQueenServer) CountTimers(context.Context, *CountTimersRequest) (*CountTimersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CountTimers not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -451,6 +553,96 @@ func _Queen_Kv_Handler(srv interface{}, ctx context.Context, dec func(interface{
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_Timers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TimersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).Timers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_Timers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).Timers(ctx, req.(*TimersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_CancelTimer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTimerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).CancelTimer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_CancelTimer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).CancelTimer(ctx, req.(*CancelTimerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_GetTimer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTimerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).GetTimer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_GetTimer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).GetTimer(ctx, req.(*GetTimerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_ListTimers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTimersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).ListTimers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_ListTimers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).ListTimers(ctx, req.(*ListTimersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_CountTimers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountTimersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).CountTimers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_CountTimers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).CountTimers(ctx, req.(*CountTimersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -493,6 +685,26 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Kv",
 			Handler:    _Queen_Kv_Handler,
+		},
+		{
+			MethodName: "Timers",
+			Handler:    _Queen_Timers_Handler,
+		},
+		{
+			MethodName: "CancelTimer",
+			Handler:    _Queen_CancelTimer_Handler,
+		},
+		{
+			MethodName: "GetTimer",
+			Handler:    _Queen_GetTimer_Handler,
+		},
+		{
+			MethodName: "ListTimers",
+			Handler:    _Queen_ListTimers_Handler,
+		},
+		{
+			MethodName: "CountTimers",
+			Handler:    _Queen_CountTimers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

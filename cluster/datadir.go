@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/queen-node/queen-node/command"
+)
+
+// formatFile records, in the data dir, the formats of the state file and of
+// the log's commands the data dir holds (command.StateFormat and
+// command.LogFormat), so that a binary that reads other formats refuses to
+// start, naming both versions, before it opens anything.
+const formatFile = "FORMAT"
+
+type dataFormat struct {
+	State uint32 `json:"state"`
+	Log   uint32 `json:"log"`
+}
+
+// checkDataDir creates the data dir, records the formats in a new one, and
+// refuses one of formats this code does not read (a *command.FormatError).
+// A data dir that holds state but no FORMAT file was written before formats
+// were recorded: format 1.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	path := filepath.Join(dir, formatFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if holdsState(dir) {
+			return &command.FormatError{What: "data dir " + dir, Found: 1, Supported: command.LogFormat}
+		}
+		return writeFormat(path)
+	case err != nil:
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	var f dataFormat
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("cluster: %s does not parse: %w", path, err)
+	}
+	if f.Log != command.LogFormat {
+		return &command.FormatError{What: "the log in data dir " + dir, Found: f.Log, Supported: command.LogFormat}
+	}
+	if f.State != command.StateFormat {
+		return &command.FormatError{What: "the state file in data dir " + dir, Found: f.State, Supported: command.StateFormat}
+	}
+	return nil
+}
+
+// holdsState reports whether dir has a state file or a Raft log.
+func holdsState(dir string) bool {
+	for _, name := range []string{"fsm.db", "raft"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func writeFormat(path string) error {
+	b, _ := json.Marshal(dataFormat{State: command.StateFormat, Log: command.LogFormat})
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("cluster: write %s: %w", path, err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: write %s: %w", path, err)
+	}
+	return nil
+}
