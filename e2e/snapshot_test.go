@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -296,6 +297,9 @@ func TestKill9AfterSnapshot(t *testing.T) {
 	}
 	replayDir := filepath.Join(t.TempDir(), "replay")
 	must(t, copyDir(filepath.Join(n.dataDir, "raft"), filepath.Join(replayDir, "raft")))
+	format, err := os.ReadFile(filepath.Join(n.dataDir, "FORMAT")) // the data dir's record of its formats
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(replayDir, "FORMAT"), format, 0o644))
 	r := startNode(t, nodeOpts{SnapshotThreshold: 100, SnapshotInterval: 50 * time.Millisecond, DataDir: replayDir})
 	rc := r.api(t)
 	compareState(t, "replay of snapshot + log vs the node's own state file", final, captureState(rc, fixedQueue, "snap-dlq", fill))
