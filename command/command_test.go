@@ -95,4 +95,3 @@ func TestEncodeDecodeFormat(t *testing.T) {
 		t.Fatalf("garbage: %v", err)
 	}
 }
-

@@ -195,7 +195,7 @@ func TestKV(t *testing.T) {
 		{"no expiry", put(func(o *KVOp) { o.Forever = false }), Invalid, "kv_expiry_not_specified"},
 		{"two expiries", put(func(o *KVOp) { o.HasTTL, o.TTL = true, 5 }), Invalid, "kv_expiry_not_specified"},
 		{"ttl zero", put(func(o *KVOp) { o.Forever, o.HasTTL = false, true }), Invalid, "kv_expiry_not_specified"},
-		{"ttl huge", put(func(o *KVOp) { o.Forever, o.HasTTL, o.TTL = false, true, MaxSeconds + 1 }), Invalid, "kv_bad_ttl"},
+		{"ttl huge", put(func(o *KVOp) { o.Forever, o.HasTTL, o.TTL = false, true, MaxSeconds+1 }), Invalid, "kv_bad_ttl"},
 		{"negative expect", put(func(o *KVOp) { o.HasExpect, o.Expect = true, -1 }), Invalid, "kv_bad_expect"},
 		{"putIfAbsent expect", put(func(o *KVOp) { o.Op, o.HasExpect, o.Expect = "putIfAbsent", true, 3 }), Invalid, "kv_bad_expect"},
 		{"cas without expect", put(func(o *KVOp) { o.Op = "cas" }), Invalid, "kv_bad_expect"},
