@@ -4,9 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -35,25 +35,22 @@ type config struct {
 	KVReadRate              float64
 	TimerTick               time.Duration
 	TestHooks               bool
+
+	retentionMs, timerTickMs int // the ms flags, before they become durations
 }
 
-type flagSpec struct {
-	name, def, help string
-	set             func(c *config, v string) error
-}
-
-func str(dst func(*config) *string) func(*config, string) error {
-	return func(c *config, v string) error { *dst(c) = v; return nil }
-}
-
-var flagTable = []flagSpec{
-	{"node-id", "", "this node's id; default: the hostname", str(func(c *config) *string { return &c.NodeID })},
-	{"data-dir", "./queen-data", "where the Raft log and the state live", str(func(c *config) *string { return &c.DataDir })},
-	{"http-addr", "127.0.0.1:6632", "address of the Queen HTTP API", str(func(c *config) *string { return &c.HTTPAddr })},
-	{"grpc-addr", "127.0.0.1:6633", "address of the gRPC API and the internal forwarding service", str(func(c *config) *string { return &c.GRPCAddr })},
-	{"raft-addr", "127.0.0.1:6634", "address of the Raft transport", str(func(c *config) *string { return &c.RaftAddr })},
-	{"gossip-addr", "127.0.0.1:6635", "address of the gossip (memberlist) listener", str(func(c *config) *string { return &c.GossipAddr })},
-	{"join", "", "comma-separated gossip addresses of other nodes", func(c *config, v string) error {
+// The flags, in one table: each is a typed Go flag (a boolean flag alone
+// turns it on, --pprof=false turns it off; -h shows each flag's type and
+// default), read from its QUEEN_ environment variable when it is not on the
+// command line, and checked after parsing.
+func (c *config) flags(fs *flag.FlagSet) []check {
+	fs.StringVar(&c.NodeID, "node-id", "", "this node's id; default: the hostname")
+	fs.StringVar(&c.DataDir, "data-dir", "./queen-data", "where the Raft log and the state live")
+	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:6632", "address of the Queen HTTP API")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", "127.0.0.1:6633", "address of the gRPC API and the internal forwarding service")
+	fs.StringVar(&c.RaftAddr, "raft-addr", "127.0.0.1:6634", "address of the Raft transport")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", "127.0.0.1:6635", "address of the gossip (memberlist) listener")
+	fs.Func("join", "comma-separated `list` of the gossip addresses of other nodes", func(v string) error {
 		c.Join = nil
 		for _, a := range strings.Split(v, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -61,99 +58,54 @@ var flagTable = []flagSpec{
 			}
 		}
 		return nil
-	}},
-	{"advertise-addr", "", "host name or IP other nodes reach this one at, with the ports of the *-addr flags; default: the host of each *-addr (which then must not be 0.0.0.0)", str(func(c *config) *string { return &c.AdvertiseAddr })},
-	{"bootstrap-expect", "1", "voters to wait for before bootstrapping the cluster", func(c *config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return errors.New("must be an integer >= 1")
+	})
+	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "host name or IP other nodes reach this one at, with the ports of the *-addr flags; default: the host of each *-addr (which then must not be 0.0.0.0)")
+	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "voters to wait for before bootstrapping the cluster")
+	fs.StringVar(&c.DefaultSubscriptionMode, "default-subscription-mode", "new", "where a new consumer group starts when the pop does not say: new | all")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
+	fs.IntVar(&c.retentionMs, "retention-interval-ms", 2000, "period of the leader's sweep entries (expired leases, KV, deleted queues), in ms")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 262144, "log entries between snapshots (snapshots are also taken every 256 MiB of log, or half the state's size)")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 60*time.Second, "how often to check whether a snapshot is due")
+	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long an Idempotency-Key's first answer is kept")
+	fs.Float64Var(&c.KVReadRate, "kv-read-rate", 200, "KV reads per second on this node outside transactions (burst twice that); 0 = unlimited")
+	fs.IntVar(&c.timerTickMs, "timer-tick-ms", 50, "how often the leader looks for due timers, in ms")
+	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
+	return []check{
+		{"bootstrap-expect", func() error { return atLeast(c.BootstrapExpect, 1) }},
+		{"default-subscription-mode", func() error { return oneOf(c.DefaultSubscriptionMode, "new", "all") }},
+		{"max-body-bytes", func() error { return atLeast(c.MaxBodyBytes, 1024) }},
+		{"retention-interval-ms", func() error { return atLeast(c.retentionMs, 10) }},
+		{"snapshot-threshold", func() error { return atLeast(c.SnapshotThreshold, 1) }},
+		{"snapshot-interval", func() error { return atLeast(c.SnapshotInterval, 10*time.Millisecond) }},
+		{"idempotency-ttl", func() error { return atLeast(c.IdempotencyTTL, time.Second) }},
+		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
+		{"timer-tick-ms", func() error { return atLeast(c.timerTickMs, 1) }},
+		{"log-level", func() error { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
+	}
+}
+
+// check validates one flag's value after parsing.
+type check struct {
+	flag string
+	ok   func() error
+}
+
+func atLeast[T int | int64 | uint64 | float64 | time.Duration](v, lowest T) error {
+	if v < lowest {
+		return fmt.Errorf("must be at least %v", lowest)
+	}
+	return nil
+}
+
+func oneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
 		}
-		c.BootstrapExpect = n
-		return nil
-	}},
-	{"default-subscription-mode", "new", "where a new consumer group starts when the pop does not say: new | all", func(c *config, v string) error {
-		if v != "new" && v != "all" {
-			return errors.New(`must be "new" or "all"`)
-		}
-		c.DefaultSubscriptionMode = v
-		return nil
-	}},
-	{"max-body-bytes", "16777216", "largest request body accepted", func(c *config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1024 {
-			return errors.New("must be an integer >= 1024")
-		}
-		c.MaxBodyBytes = n
-		return nil
-	}},
-	{"retention-interval-ms", "2000", "period of the leader's sweep entries (expired leases, KV, deleted queues)", func(c *config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 10 {
-			return errors.New("must be an integer >= 10")
-		}
-		c.RetentionInterval = time.Duration(n) * time.Millisecond
-		return nil
-	}},
-	{"snapshot-threshold", "262144", "log entries between snapshots (snapshots are also taken every 256 MiB of log, or half the state's size)", func(c *config, v string) error {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || n < 1 {
-			return errors.New("must be an integer >= 1")
-		}
-		c.SnapshotThreshold = n
-		return nil
-	}},
-	{"snapshot-interval", "60s", "how often to check whether a snapshot is due", func(c *config, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 10*time.Millisecond {
-			return errors.New("must be a duration >= 10ms")
-		}
-		c.SnapshotInterval = d
-		return nil
-	}},
-	{"idempotency-ttl", "24h", "how long an Idempotency-Key's first answer is kept", func(c *config, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second {
-			return errors.New("must be a duration >= 1s")
-		}
-		c.IdempotencyTTL = d
-		return nil
-	}},
-	{"kv-read-rate", "200", "KV reads per second on this node outside transactions (burst twice that); 0 = unlimited", func(c *config, v string) error {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return errors.New("must be a number >= 0")
-		}
-		c.KVReadRate = f
-		if f == 0 {
-			c.KVReadRate = -1 // unlimited
-		}
-		return nil
-	}},
-	{"timer-tick-ms", "50", "how often the leader looks for due timers", func(c *config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return errors.New("must be an integer >= 1")
-		}
-		c.TimerTick = time.Duration(n) * time.Millisecond
-		return nil
-	}},
-	{"test-hooks", "false", "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("must be true or false")
-		}
-		c.TestHooks = b
-		return nil
-	}},
-	{"pprof", "false", "serve /debug/pprof/ on the HTTP address", func(c *config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("must be true or false")
-		}
-		c.Pprof = b
-		return nil
-	}},
-	{"log-level", "info", "debug | info | warn | error", str(func(c *config) *string { return &c.LogLevel })},
+	}
+	return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
 }
 
 // envName is the environment variable of a flag.
@@ -165,39 +117,59 @@ func envName(flagName string) string {
 var aliases = map[string]string{"default-subscription-mode": "DEFAULT_SUBSCRIPTION_MODE"}
 
 // parseConfig reads flags, then the environment for flags not given.
-func parseConfig(args []string) (*config, error) {
+func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("queen-node", flag.ContinueOnError)
-	vals := make(map[string]*string, len(flagTable))
-	for _, f := range flagTable {
-		vals[f.name] = fs.String(f.name, f.def, fmt.Sprintf("%s [%s]", f.help, envName(f.name)))
+	fs.SetOutput(stderr)
+	c := &config{}
+	checks := c.flags(fs)
+	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [" + envName(f.Name) + "]" })
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: queen-node [flags]\n\nEvery flag can also be set by the environment variable named after it.")
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q (a boolean flag takes its value as --flag=false)", fs.Arg(0))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	c := &config{}
-	for _, f := range flagTable {
-		v := *vals[f.name]
-		if !given[f.name] {
-			if e, ok := os.LookupEnv(envName(f.name)); ok {
-				v = e
-			} else if alias, ok := aliases[f.name]; ok {
-				if e, ok := os.LookupEnv(alias); ok {
-					v = e
-				}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		name := envName(f.Name)
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			if alias, has := aliases[f.Name]; has {
+				name = alias
+				v, ok = os.LookupEnv(alias)
 			}
 		}
-		if err := f.set(c, v); err != nil {
-			return nil, fmt.Errorf("--%s=%q: %w", f.name, v, err)
+		if ok && v != "" { // an empty variable is as good as unset
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range checks {
+		if cerr := ch.ok(); cerr != nil {
+			return nil, fmt.Errorf("--%s=%s: %w", ch.flag, fs.Lookup(ch.flag).Value, cerr)
 		}
 	}
+	c.RetentionInterval = time.Duration(c.retentionMs) * time.Millisecond
+	c.TimerTick = time.Duration(c.timerTickMs) * time.Millisecond
+	if c.KVReadRate == 0 {
+		c.KVReadRate = -1 // unlimited
+	}
 	if c.NodeID == "" {
-		h, err := os.Hostname()
-		if err != nil || h == "" {
+		h, herr := os.Hostname()
+		if herr != nil || h == "" {
 			return nil, errors.New("--node-id is required when the hostname is unknown")
 		}
 		c.NodeID = h

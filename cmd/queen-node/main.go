@@ -43,7 +43,7 @@ func run(args []string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 
-	cfg, err := parseConfig(args)
+	cfg, err := parseConfig(args, os.Stderr)
 	if err != nil {
 		return err
 	}
