@@ -173,7 +173,8 @@ func Start(cfg Config) (*Node, error) {
 // openState opens the FSM's file. Its commits are not fsynced: the Raft log
 // is the durable record, the file is synced before every snapshot, and a
 // file a machine crash may have torn is set aside and rebuilt from the
-// newest snapshot plus the log (see store.Trusted and fsm/DESIGN.md).
+// newest snapshot plus the log (store.Options.DeferSync: the session record
+// of store/session.go decides; fsm/DESIGN.md says why).
 func openState(path string, noSync bool, bootID string, log *slog.Logger) (*store.DB, error) {
 	db, err := store.Open(path, fsm.Buckets, store.Options{DeferSync: true, NoSync: noSync, BootID: bootID})
 	if err != nil {
