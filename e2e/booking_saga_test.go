@@ -23,7 +23,7 @@ func TestBookingSaga(t *testing.T) {
 	var log bytes.Buffer
 	start := time.Now()
 	rep, err := saga.Run(ctx, saga.Config{
-		URL:          "http://" + n.httpAddr,
+		URL:          "http://" + n.Addrs().HTTP,
 		HTTPClient:   n.client,
 		Log:          &log,
 		Bookings:     8,

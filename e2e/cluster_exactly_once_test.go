@@ -75,7 +75,7 @@ type eoWorker struct {
 func (w *eoWorker) node() *node {
 	ns := w.r.c.nodes
 	for i := 0; i < len(ns); i++ {
-		if n := ns[(w.home+w.k+i)%len(ns)]; n.isUp() {
+		if n := ns[(w.home+w.k+i)%len(ns)]; n.Running() {
 			return n
 		}
 	}
@@ -107,13 +107,13 @@ func (w *eoWorker) run() {
 			w.failed("pop: " + fmt.Sprint(resp.Status, " ", errCode(resp)))
 			continue
 		case resp.Status != http.StatusOK:
-			w.r.fault("pop through %s: %s", n.id, resp)
+			w.r.fault("pop through %s: %s", n.ID(), resp)
 			w.failed("pop: other")
 			continue
 		}
 		var p popResponse
 		if err := json.Unmarshal(resp.Body, &p); err != nil || len(p.Messages) != 1 {
-			w.r.fault("pop through %s: %v: %s", n.id, err, resp)
+			w.r.fault("pop through %s: %v: %s", n.ID(), err, resp)
 			continue
 		}
 		w.r.count("deliveries")
@@ -140,14 +140,14 @@ func (w *eoWorker) markerState(order string) (found, ok bool) {
 			w.failed("kv get: " + fmt.Sprint(resp.Status, " ", errCode(resp)))
 			continue
 		case resp.Status != http.StatusOK:
-			w.r.fault("kv get through %s: %s", n.id, resp)
+			w.r.fault("kv get through %s: %s", n.ID(), resp)
 			return false, false
 		}
 		var out struct {
 			Results []kvEntry `json:"results"`
 		}
 		if err := json.Unmarshal(resp.Body, &out); err != nil || len(out.Results) != 1 {
-			w.r.fault("kv get through %s: %v: %s", n.id, err, resp)
+			w.r.fault("kv get through %s: %v: %s", n.ID(), err, resp)
 			return false, false
 		}
 		return out.Results[0].Found, true
@@ -171,12 +171,12 @@ func (w *eoWorker) ack(m popMessage) {
 			w.failed("ack: " + fmt.Sprint(resp.Status, " ", errCode(resp)))
 			continue
 		case resp.Status != http.StatusOK:
-			w.r.fault("ack through %s: %s", n.id, resp)
+			w.r.fault("ack through %s: %s", n.ID(), resp)
 			return
 		}
 		var out []ackResult
 		if err := json.Unmarshal(resp.Body, &out); err != nil || len(out) != 1 {
-			w.r.fault("ack through %s: %v: %s", n.id, err, resp)
+			w.r.fault("ack through %s: %v: %s", n.ID(), err, resp)
 			return
 		}
 		if out[0].Success {
@@ -240,12 +240,12 @@ func (w *eoWorker) handle(m popMessage) {
 			w.failed("txn: " + fmt.Sprint(resp.Status, " ", errCode(resp)))
 			continue // back to the gate
 		case resp.Status != http.StatusOK:
-			w.r.fault("transaction through %s: %s", n.id, resp)
+			w.r.fault("transaction through %s: %s", n.ID(), resp)
 			return
 		}
 		var v txnVerdict
 		if err := json.Unmarshal(resp.Body, &v); err != nil {
-			w.r.fault("transaction through %s: %v: %s", n.id, err, resp)
+			w.r.fault("transaction through %s: %v: %s", n.ID(), err, resp)
 			return
 		}
 		switch {
@@ -262,7 +262,7 @@ func (w *eoWorker) handle(m popMessage) {
 		case v.Reason == "rejected_ack":
 			w.r.count("txn: rejected_ack, delivery dropped")
 		default:
-			w.r.fault("transaction for %s through %s: unexpected verdict %s", o.OrderID, n.id, resp)
+			w.r.fault("transaction for %s through %s: unexpected verdict %s", o.OrderID, n.ID(), resp)
 		}
 		return
 	}
@@ -336,15 +336,15 @@ func TestClusterExactlyOnceAcrossFailover(t *testing.T) {
 	before := r.decidedCount()
 	killAt := time.Now()
 	old.kill9()
-	newID, election, err := c.awaitNewLeader(old.id, killAt, 20*time.Second)
+	newID, election, err := c.awaitNewLeader(old.ID(), killAt, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("kill -9 of leader %s with %d of %d orders decided (after %v); new leader %s visible after %v",
-		old.id, before, orders, killAt.Sub(start).Round(time.Millisecond), newID, election.Round(time.Millisecond))
-	c.restart(old)
+		old.ID(), before, orders, killAt.Sub(start).Round(time.Millisecond), newID, election.Round(time.Millisecond))
+	old.restart()
 	rejoin := c.waitRejoined(old, 30*time.Second)
-	t.Logf("node %s restarted and rejoined in %v; %d orders decided so far", old.id, rejoin.Round(time.Millisecond), r.decidedCount())
+	t.Logf("node %s restarted and rejoined in %v; %d orders decided so far", old.ID(), rejoin.Round(time.Millisecond), r.decidedCount())
 
 	if ok, _ := pollUntil(45*time.Second, 20*time.Millisecond, func() (bool, string) { return r.decidedCount() >= orders, "" }); !ok {
 		r.mu.Lock()

@@ -79,7 +79,7 @@ func (cl *clusterLoad) abort() {
 func (cl *clusterLoad) pick(home, k int) *node {
 	ns := cl.c.nodes
 	for i := 0; i < len(ns); i++ {
-		if n := ns[(home+k+i)%len(ns)]; n.isUp() {
+		if n := ns[(home+k+i)%len(ns)]; n.Running() {
 			return n
 		}
 	}
@@ -145,7 +145,7 @@ func (cl *clusterLoad) pushUntilSettled(w int, items []pushItem) bool {
 			cl.count(fmt.Sprintf("%d %s", r.Status, errCode(r)))
 		default:
 			cl.count(fmt.Sprintf("%d", r.Status))
-			cl.led.fault("push of %d items through %s answered %s", len(items), n.id, r)
+			cl.led.fault("push of %d items through %s answered %s", len(items), n.ID(), r)
 		}
 		if attempt == 0 {
 			cl.mu.Lock()
@@ -288,16 +288,16 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	killAt := time.Now()
 	cl.killAt.Store(killAt.UnixNano())
 	old.kill9()
-	newID, election, err := c.awaitNewLeader(old.id, killAt, 20*time.Second)
+	newID, election, err := c.awaitNewLeader(old.ID(), killAt, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := pollUntil(20*time.Second, 10*time.Millisecond, func() (bool, string) { return cl.firstAfter.Load() != 0, "" }); !ok {
-		t.Fatalf("no push sent after the kill of %s was answered 201 within 20 s (%s)", old.id, cl.summary())
+		t.Fatalf("no push sent after the kill of %s was answered 201 within 20 s (%s)", old.ID(), cl.summary())
 	}
 	failover := time.Unix(0, cl.firstAfter.Load()).Sub(killAt)
 	t.Logf("kill -9 of leader %s after %v of load (%d items acked): new leader %s visible after %v; first 201 through a survivor after %v",
-		old.id, killAt.Sub(loadStart).Round(time.Millisecond), beforeKill, newID, election.Round(time.Millisecond), failover.Round(time.Millisecond))
+		old.ID(), killAt.Sub(loadStart).Round(time.Millisecond), beforeKill, newID, election.Round(time.Millisecond), failover.Round(time.Millisecond))
 	if failover > 10*time.Second {
 		t.Errorf("failover took %v; want under 10 s", failover)
 	}
@@ -306,12 +306,12 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	c.loadFor(3*time.Second, survivors...)
 
 	// The dead node comes back with its id, addresses and data.
-	off := old.logSize()
-	c.restart(old)
+	off := old.LogSize()
+	old.restart()
 	rejoin := c.waitRejoined(old, 30*time.Second)
-	t.Logf("node %s restarted and rejoined as a follower in %v", old.id, rejoin.Round(time.Millisecond))
-	if old.logSince(off, "bootstrapped the cluster") {
-		t.Errorf("the restarted node %s bootstrapped a cluster again; it had Raft state", old.id)
+	t.Logf("node %s restarted and rejoined as a follower in %v", old.ID(), rejoin.Round(time.Millisecond))
+	if strings.Contains(old.LogSince(off), "bootstrapped the cluster") {
+		t.Errorf("the restarted node %s bootstrapped a cluster again; it had Raft state", old.ID())
 	}
 	c.loadFor(time.Second, c.nodes...)
 	cl.finish()
@@ -335,7 +335,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 			return got["total"] == want["total"], ""
 		})
 		if !ok {
-			t.Errorf("node %s's own state (stale read) has %v for %s; the leader %s has %v", n.id, got, queue, l.id, want)
+			t.Errorf("node %s's own state (stale read) has %v for %s; the leader %s has %v", n.ID(), got, queue, l.ID(), want)
 		}
 	}
 
@@ -348,7 +348,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	got := drain(t, f.api(t), queue, "verify-failover")
 	distinct := checkExactlyOnce(t, led, got)
 	t.Logf("drained %d messages (%d distinct) through follower %s in %v; %d items acked, %d still in doubt",
-		len(got), distinct, f.id, time.Since(start).Round(time.Millisecond), led.ackedCount(), len(led.maybe))
+		len(got), distinct, f.ID(), time.Since(start).Round(time.Millisecond), led.ackedCount(), len(led.maybe))
 	if want["total"] != len(got) {
 		t.Errorf("the leader says %s holds %d messages, a fresh group received %d", queue, want["total"], len(got))
 	}
@@ -392,7 +392,7 @@ func TestSigtermLeaderTransfersLeadership(t *testing.T) {
 		code, took := old.sigterm(15 * time.Second)
 		exited <- exit{code, took}
 	}()
-	newID, visible, err := c.awaitNewLeader(old.id, sent, 10*time.Second)
+	newID, visible, err := c.awaitNewLeader(old.ID(), sent, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestSigtermLeaderTransfersLeadership(t *testing.T) {
 		t.Fatalf("sigterm helper did not return")
 	}
 	t.Logf("SIGTERM to leader %s: new leader %s visible after %v; the process exited with code %d after %v",
-		old.id, newID, visible.Round(time.Millisecond), ex.code, ex.took.Round(time.Millisecond))
+		old.ID(), newID, visible.Round(time.Millisecond), ex.code, ex.took.Round(time.Millisecond))
 	if visible > 2*time.Second {
 		t.Errorf("a new leader became visible %v after SIGTERM to the leader; want within 2 s (leadership transfer)", visible)
 	}
@@ -412,9 +412,9 @@ func TestSigtermLeaderTransfersLeadership(t *testing.T) {
 	}
 
 	c.loadFor(time.Second, c.others(old)...)
-	c.restart(old)
+	old.restart()
 	rejoin := c.waitRejoined(old, 30*time.Second)
-	t.Logf("node %s restarted and rejoined as a follower in %v", old.id, rejoin.Round(time.Millisecond))
+	t.Logf("node %s restarted and rejoined as a follower in %v", old.ID(), rejoin.Round(time.Millisecond))
 	c.loadFor(500*time.Millisecond, c.nodes...)
 	cl.finish()
 	stopped = true

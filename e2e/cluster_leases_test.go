@@ -45,11 +45,11 @@ func (c *testCluster) popPartition(n *node, queue, part, group string, wait time
 		var p popLeased
 		r.decode(c.t, &p)
 		if len(p.Messages) == 0 || p.LeaseID == "" {
-			c.t.Fatalf("pop %s/%s through %s: %s", queue, part, n.id, r)
+			c.t.Fatalf("pop %s/%s through %s: %s", queue, part, n.ID(), r)
 		}
 		return &p
 	}
-	c.t.Fatalf("pop %s/%s through %s: %s", queue, part, n.id, r)
+	c.t.Fatalf("pop %s/%s through %s: %s", queue, part, n.ID(), r)
 	return nil
 }
 
@@ -61,11 +61,11 @@ func (c *testCluster) ackLease(n *node, m popMessage, group, lease string) ackRe
 		ackReq{TransactionID: m.TransactionID, PartitionID: m.PartitionID, ConsumerGroup: &group, LeaseID: lease, Status: "completed"}, nil)
 	var out []ackResult
 	if r.Status != http.StatusOK {
-		c.t.Fatalf("ack through %s: %s", n.id, r)
+		c.t.Fatalf("ack through %s: %s", n.ID(), r)
 	}
 	r.decode(c.t, &out)
 	if len(out) != 1 {
-		c.t.Fatalf("ack through %s: %s", n.id, r)
+		c.t.Fatalf("ack through %s: %s", n.ID(), r)
 	}
 	return out[0]
 }
@@ -84,11 +84,11 @@ func (c *testCluster) extend(n *node, lease string, secs int) (extendResult, tim
 	r := c.sendRetry(n, 15*time.Second, "POST", "/api/v1/lease/"+lease+"/extend", map[string]any{"seconds": secs}, nil)
 	var out []extendResult
 	if r.Status != http.StatusOK {
-		c.t.Fatalf("extend through %s: %s", n.id, r)
+		c.t.Fatalf("extend through %s: %s", n.ID(), r)
 	}
 	r.decode(c.t, &out)
 	if len(out) != 1 {
-		c.t.Fatalf("extend through %s: %s", n.id, r)
+		c.t.Fatalf("extend through %s: %s", n.ID(), r)
 	}
 	if !out[0].Success {
 		return out[0], time.Time{}
@@ -143,7 +143,7 @@ func TestLeasesAcrossFailover(t *testing.T) {
 		sent := time.Now()
 		pl := c.popPartition(via, queue, p, group, 0)
 		if pl == nil || len(pl.Messages) != 1 || pl.Messages[0].TransactionID != "m-"+p {
-			t.Fatalf("pop %s through %s: %+v", p, via.id, pl)
+			t.Fatalf("pop %s through %s: %+v", p, via.ID(), pl)
 		}
 		popped[p], expiry[p] = pl, pl.expires(t)
 		if d := expiry[p].Sub(sent); d < 2*time.Second-margin || d > 2*time.Second+margin {
@@ -163,13 +163,13 @@ func TestLeasesAcrossFailover(t *testing.T) {
 
 	killAt := time.Now()
 	old.kill9()
-	newID, election, err := c.awaitNewLeader(old.id, killAt, 20*time.Second)
+	newID, election, err := c.awaitNewLeader(old.ID(), killAt, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nl := c.leader(10 * time.Second)
 	t.Logf("kill -9 of leader %s %v after pA's pop; new leader %s visible after %v (agreed by both after %v); pA/pD leases end %v after the kill",
-		old.id, killAt.Sub(expiry["pA"].Add(-2*time.Second)).Round(time.Millisecond), newID, election.Round(time.Millisecond),
+		old.ID(), killAt.Sub(expiry["pA"].Add(-2*time.Second)).Round(time.Millisecond), newID, election.Round(time.Millisecond),
 		time.Since(killAt).Round(time.Millisecond), expiry["pA"].Sub(killAt).Round(time.Millisecond))
 
 	// pC: still held (not lost in the failover)...
@@ -269,8 +269,8 @@ func TestLeasesAcrossFailover(t *testing.T) {
 	if pb := c.popPartition(f1, queue, "pB", group, 0); pb != nil {
 		t.Errorf("pB came back after its ack: %+v", pb.Messages)
 	}
-	if nl.exited() {
-		t.Errorf("the new leader %s died", nl.id)
+	if nl.Exited() {
+		t.Errorf("the new leader %s died", nl.ID())
 	}
 }
 
@@ -311,7 +311,7 @@ func TestIdempotencyKeyAcrossFailover(t *testing.T) {
 	for _, a := range atts {
 		r := c.sendRetry(a.first, 10*time.Second, "POST", "/api/v1/push", a.body, map[string]string{"Idempotency-Key": a.key})
 		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
-			t.Fatalf("first push with key %s through %s: %s (Idempotent-Replayed %q)", a.key, a.first.id, r, r.Header.Get("Idempotent-Replayed"))
+			t.Fatalf("first push with key %s through %s: %s (Idempotent-Replayed %q)", a.key, a.first.ID(), r, r.Header.Get("Idempotent-Replayed"))
 		}
 		r.decode(t, &a.res)
 		if len(a.res) != 1 || a.res[0].Status != "queued" {
@@ -329,11 +329,11 @@ func TestIdempotencyKeyAcrossFailover(t *testing.T) {
 
 	killAt := time.Now()
 	old.kill9()
-	newID, election, err := c.awaitNewLeader(old.id, killAt, 20*time.Second)
+	newID, election, err := c.awaitNewLeader(old.ID(), killAt, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kill -9 of leader %s; new leader %s visible after %v", old.id, newID, election.Round(time.Millisecond))
+	t.Logf("kill -9 of leader %s; new leader %s visible after %v", old.ID(), newID, election.Round(time.Millisecond))
 
 	for _, a := range atts {
 		r := c.sendRetry(a.via, 15*time.Second, "POST", "/api/v1/push", a.body, map[string]string{"Idempotency-Key": a.key})
@@ -343,7 +343,7 @@ func TestIdempotencyKeyAcrossFailover(t *testing.T) {
 		}
 		if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" || !reflect.DeepEqual(res, a.res) {
 			t.Errorf("retry of key %s (first through %s) through %s after the failover: %s, Idempotent-Replayed %q; want 201 %s with Idempotent-Replayed: true",
-				a.key, a.first.id, a.via.id, r, r.Header.Get("Idempotent-Replayed"), a.raw)
+				a.key, a.first.ID(), a.via.ID(), r, r.Header.Get("Idempotent-Replayed"), a.raw)
 		}
 	}
 	// The same key with another body is refused, not pushed.
@@ -415,7 +415,7 @@ func (kp *keyedPushers) worker(w int) {
 		settled := false
 		for attempt := 0; attempt < 300 && time.Now().Before(deadline); attempt++ {
 			n := kp.c.nodes[k%len(kp.c.nodes)]
-			if !n.isUp() {
+			if !n.Running() {
 				k++
 				continue
 			}
@@ -445,7 +445,7 @@ func (kp *keyedPushers) worker(w int) {
 				break
 			}
 			if err == nil && r.Status < 500 && r.Status != http.StatusConflict {
-				kp.fault("key %s through %s: %s", key, n.id, r)
+				kp.fault("key %s through %s: %s", key, n.ID(), r)
 			}
 			k++
 			time.Sleep(time.Duration(min(attempt+1, 5)) * 20 * time.Millisecond)

@@ -186,7 +186,7 @@ func (pl *pushLoad) start() {
 				pl.led.record(items, r, err)
 				if err != nil {
 					// Node down (killed) or request cut: back off a little.
-					if errors.Is(err, syscall.ECONNREFUSED) || pl.n.exited() {
+					if errors.Is(err, syscall.ECONNREFUSED) || pl.n.Exited() {
 						time.Sleep(20 * time.Millisecond)
 					}
 				}

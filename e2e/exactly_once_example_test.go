@@ -16,8 +16,8 @@ import (
 func TestExactlyOnceExample(t *testing.T) {
 	n := startNode(t, nodeOpts{})
 	for _, tc := range []struct{ transport, url string }{
-		{"http", "http://" + n.httpAddr},
-		{"grpc", n.grpcAddr},
+		{"http", "http://" + n.Addrs().HTTP},
+		{"grpc", n.Addrs().GRPC},
 	} {
 		t.Run(tc.transport, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -45,8 +45,8 @@ func TestExactlyOnceExampleOnFollower(t *testing.T) {
 	c := startCluster(t, nodeOpts{})
 	f := c.others(c.leader(30 * time.Second))[0]
 	for _, tc := range []struct{ transport, url string }{
-		{"grpc", f.grpcAddr},
-		{"http", "http://" + f.httpAddr},
+		{"grpc", f.Addrs().GRPC},
+		{"http", "http://" + f.Addrs().HTTP},
 	} {
 		t.Run(tc.transport, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -54,7 +54,7 @@ func TestExactlyOnceExampleOnFollower(t *testing.T) {
 			var out bytes.Buffer
 			err := app.Run(ctx, app.Config{URL: tc.url, Transport: tc.transport, Out: &out})
 			if err != nil {
-				t.Fatalf("app.Run against follower %s: %v\n%s", f.id, err, out.String())
+				t.Fatalf("app.Run against follower %s: %v\n%s", f.ID(), err, out.String())
 			}
 		})
 	}

@@ -4,20 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // binPath is the queen-node binary built by TestMain.
@@ -34,35 +31,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "queen-node")
-	if err := buildBinary(binPath); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: build queen-node:", err)
+	if binPath, err = nodeproc.Build(context.Background(), dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	return m.Run()
 }
 
-// buildBinary compiles ./cmd/queen-node (the module root is the parent of
-// this package's directory) into out.
-func buildBinary(out string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, "./cmd/queen-node")
-	cmd.Dir = ".."
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%v\n%s", err, buf.String())
-	}
-	return nil
-}
-
-// nodeOpts are the flags a test may choose; the harness fills in the node
-// id, the data dir and the addresses.
+// nodeOpts are the flags a test may choose; nodeproc fills in the node id,
+// the data dir and the addresses.
 type nodeOpts struct {
 	SnapshotThreshold       int
 	SnapshotInterval        time.Duration
@@ -74,58 +51,37 @@ type nodeOpts struct {
 	DataDir string
 }
 
-// node is one queen-node process the test started. The data dir and the
-// ports survive restarts; the process does not.
+func (o nodeOpts) flags() []string {
+	var a []string
+	if o.SnapshotThreshold > 0 {
+		a = append(a, "--snapshot-threshold", fmt.Sprint(o.SnapshotThreshold))
+	}
+	if o.SnapshotInterval > 0 {
+		a = append(a, "--snapshot-interval", o.SnapshotInterval.String())
+	}
+	if o.DefaultSubscriptionMode != "" {
+		a = append(a, "--default-subscription-mode", o.DefaultSubscriptionMode)
+	}
+	if o.RetentionIntervalMs > 0 {
+		a = append(a, "--retention-interval-ms", fmt.Sprint(o.RetentionIntervalMs))
+	}
+	return append(a, o.Extra...)
+}
+
+// node is one queen-node process a test started (nodeproc.Node) with the
+// test's own keep-alive HTTP client. Its lower-case lifecycle methods fail
+// the test instead of returning an error.
 type node struct {
-	t       testing.TB
-	id      string
-	dataDir string
-	logPath string
-	opts    nodeOpts
-
-	httpAddr, raftAddr, grpcAddr, gossipAddr string
-
+	*nodeproc.Node
+	t      testing.TB
 	client *http.Client
 	tr     *http.Transport
-
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{} // closed when the current process has exited
-	waitErr  error         // the current process's Wait result, once done
-	expected bool          // the test stopped the current process on purpose
-	starts   int
 }
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1. The listeners
-// are held until all are chosen, so the ports are distinct; they are closed
-// before the node binds them (a small race the harness accepts).
-func freePorts(t testing.TB, n int) []string {
-	t.Helper()
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	addrs := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		lns = append(lns, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs
-}
-
-// startNode starts a fresh single-node broker and waits until /health is
-// 200. The process is killed (SIGKILL) when the test ends if still running,
-// and its stderr is printed if the test failed.
-func startNode(t testing.TB, opts nodeOpts) *node {
-	t.Helper()
-	base := t.TempDir()
-	addrs := freePorts(t, 4)
+// testNode wraps pn for t: when the test ends the process is killed if
+// still running, a process that exited on its own fails the test, and the
+// node's log is printed if the test failed.
+func testNode(t testing.TB, pn *nodeproc.Node) *node {
 	tr := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
@@ -133,297 +89,98 @@ func startNode(t testing.TB, opts nodeOpts) *node {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	dataDir := filepath.Join(base, "data")
-	if opts.DataDir != "" {
-		dataDir = opts.DataDir
-	}
-	n := &node{
-		t: t, id: "n1", dataDir: dataDir, logPath: filepath.Join(base, "stderr.log"),
-		opts: opts, httpAddr: addrs[0], raftAddr: addrs[1], grpcAddr: addrs[2], gossipAddr: addrs[3],
-		tr: tr, client: &http.Client{Transport: tr, Timeout: 20 * time.Second},
-	}
+	n := &node{Node: pn, t: t, tr: tr, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 	t.Cleanup(func() {
-		n.mu.Lock()
-		running := n.cmd != nil && !isClosed(n.done)
-		unexpected := n.cmd != nil && isClosed(n.done) && !n.expected
-		werr := n.waitErr
-		n.mu.Unlock()
-		if running {
-			n.kill9()
+		if n.Crashed() {
+			t.Errorf("node %s exited on its own (not stopped by the test): %v", n.ID(), n.ExitErr())
 		}
-		if unexpected {
-			t.Errorf("node %s exited on its own (not stopped by the test): %v", n.id, werr)
+		if err := n.Kill(); err != nil {
+			t.Error(err)
 		}
 		tr.CloseIdleConnections()
 		if t.Failed() {
 			n.dumpLog()
 		}
 	})
-	n.start()
 	return n
 }
 
-func isClosed(ch chan struct{}) bool {
-	if ch == nil {
-		return false
+// startNode starts a fresh single-node broker and waits until /health is
+// 200.
+func startNode(t testing.TB, opts nodeOpts) *node {
+	t.Helper()
+	base := t.TempDir()
+	dataDir := filepath.Join(base, "data")
+	if opts.DataDir != "" {
+		dataDir = opts.DataDir
 	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+	pn, err := nodeproc.NewNode(nodeproc.Spec{Bin: binPath, ID: "n1", DataDir: dataDir,
+		LogPath: filepath.Join(base, "stderr.log"), Flags: opts.flags()})
+	if err != nil {
+		t.Fatal(err)
 	}
+	n := testNode(t, pn)
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
-func (n *node) args() []string {
-	a := []string{
-		"--node-id", n.id, "--data-dir", n.dataDir,
-		"--http-addr", n.httpAddr, "--raft-addr", n.raftAddr,
-		"--grpc-addr", n.grpcAddr, "--gossip-addr", n.gossipAddr,
-		"--bootstrap-expect", "1",
-	}
-	if n.opts.SnapshotThreshold > 0 {
-		a = append(a, "--snapshot-threshold", fmt.Sprint(n.opts.SnapshotThreshold))
-	}
-	if n.opts.SnapshotInterval > 0 {
-		a = append(a, "--snapshot-interval", n.opts.SnapshotInterval.String())
-	}
-	if n.opts.DefaultSubscriptionMode != "" {
-		a = append(a, "--default-subscription-mode", n.opts.DefaultSubscriptionMode)
-	}
-	if n.opts.RetentionIntervalMs > 0 {
-		a = append(a, "--retention-interval-ms", fmt.Sprint(n.opts.RetentionIntervalMs))
-	}
-	return append(a, n.opts.Extra...)
-}
-
-// start launches the process (the previous one must have exited) and waits
-// for /health. If the process could not bind one of its ports (another
-// program took a port the harness had found free), it picks new ports and
-// tries again, up to 3 times.
-func (n *node) start() {
-	n.t.Helper()
-	for attempt := 1; ; attempt++ {
-		var offset int64
-		if fi, err := os.Stat(n.logPath); err == nil {
-			offset = fi.Size()
-		}
-		n.launch()
-		err := n.healthy(20 * time.Second)
-		if err == nil {
-			return
-		}
-		if attempt < 3 && n.exited() && n.logSince(offset, "address already in use") {
-			addrs := freePorts(n.t, 4)
-			n.httpAddr, n.raftAddr, n.grpcAddr, n.gossipAddr = addrs[0], addrs[1], addrs[2], addrs[3]
-			continue
-		}
-		n.t.Fatal(err)
-	}
-}
-
-// logSince reports whether the node's stderr from offset on contains s.
-func (n *node) logSince(offset int64, s string) bool {
-	b, err := os.ReadFile(n.logPath)
-	if err != nil || int64(len(b)) < offset {
-		return false
-	}
-	return bytes.Contains(b[offset:], []byte(s))
-}
-
-// launch starts the process on the node's data dir and ports without
-// waiting for it to be healthy.
+// launch starts the process without waiting for /health.
 func (n *node) launch() {
 	n.t.Helper()
-	n.mu.Lock()
-	if n.cmd != nil && !isClosed(n.done) {
-		n.mu.Unlock()
-		n.t.Fatalf("node %s: start while still running", n.id)
+	if err := n.Launch(); err != nil {
+		n.t.Fatal(err)
 	}
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		n.mu.Unlock()
-		n.t.Fatalf("node log: %v", err)
-	}
-	n.starts++
-	fmt.Fprintf(logf, "===== e2e: start #%d of node %s at %s: %s %s\n", n.starts, n.id,
-		time.Now().Format(time.RFC3339Nano), binPath, strings.Join(n.args(), " "))
-	cmd := exec.Command(binPath, n.args()...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Environment: the node must not pick up QUEEN_* settings of the caller.
-	env := []string{}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "QUEEN_") && !strings.HasPrefix(kv, "DEFAULT_SUBSCRIPTION_MODE=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
-	// If the test binary dies, the node dies with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		n.mu.Unlock()
-		n.t.Fatalf("start node: %v", err)
-	}
-	done := make(chan struct{})
-	n.cmd, n.done, n.waitErr, n.expected = cmd, done, nil, false
-	n.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		n.mu.Lock()
-		n.waitErr = err
-		n.mu.Unlock()
-		close(done)
-	}()
 	n.tr.CloseIdleConnections()
 }
 
-// pid is the current process's id.
-func (n *node) pid() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.cmd.Process.Pid
-}
-
-// exited reports whether the current process has exited.
-func (n *node) exited() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return isClosed(n.done)
-}
-
-// exitErr is the current process's Wait result (nil while it runs).
-func (n *node) exitErr() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.waitErr
-}
-
-// requireRunning fails the test if the process died.
-func (n *node) requireRunning() {
+// restart starts the node again on the same data dir and ports and waits
+// for /health.
+func (n *node) restart() {
 	n.t.Helper()
-	n.mu.Lock()
-	dead, err := isClosed(n.done), n.waitErr
-	n.mu.Unlock()
-	if dead {
-		n.t.Fatalf("node %s is not running (crashed?): %v", n.id, err)
+	if err := n.Restart(context.Background()); err != nil {
+		n.t.Fatal(err)
 	}
+	n.tr.CloseIdleConnections()
 }
 
-// kill9 sends SIGKILL to the node's process (by PID) and waits for it to
-// exit.
+// kill9 sends SIGKILL and waits for the exit.
 func (n *node) kill9() {
 	n.t.Helper()
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	if cmd == nil || isClosed(done) {
-		n.mu.Unlock()
-		return
-	}
-	n.expected = true
-	n.mu.Unlock()
-	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		n.t.Errorf("kill -9 %d: %v", cmd.Process.Pid, err)
-	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		n.t.Errorf("node %s (pid %d) did not exit 10s after SIGKILL", n.id, cmd.Process.Pid)
+	if err := n.Kill(); err != nil {
+		n.t.Error(err)
 	}
 	n.tr.CloseIdleConnections()
 }
 
 // sigterm sends SIGTERM and waits up to timeout for the exit. It returns
 // the exit code and how long the exit took; code -1 means it did not exit
-// in time (the process is then killed with SIGKILL).
+// in time (the process was then killed with SIGKILL).
 func (n *node) sigterm(timeout time.Duration) (int, time.Duration) {
 	n.t.Helper()
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	if cmd == nil || isClosed(done) {
-		n.mu.Unlock()
-		n.t.Fatalf("sigterm: node %s not running", n.id)
-	}
-	n.expected = true
-	n.mu.Unlock()
-	start := time.Now()
-	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGTERM); err != nil {
-		n.t.Fatalf("kill -TERM %d: %v", cmd.Process.Pid, err)
-	}
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		n.kill9()
-		return -1, time.Since(start)
-	}
-	took := time.Since(start)
-	n.tr.CloseIdleConnections()
-	return cmd.ProcessState.ExitCode(), took
-}
-
-// restart starts the node again on the same data dir and ports.
-func (n *node) restart() {
-	n.t.Helper()
-	if !n.exited() {
-		n.t.Fatalf("restart: node %s still running", n.id)
-	}
-	n.start()
-}
-
-// waitHealthy polls GET /health until 200, failing the test after timeout
-// or when the process exits.
-func (n *node) waitHealthy(timeout time.Duration) {
-	n.t.Helper()
-	if err := n.healthy(timeout); err != nil {
+	code, took, err := n.Terminate(timeout)
+	if err != nil {
 		n.t.Fatal(err)
 	}
+	n.tr.CloseIdleConnections()
+	return code, took
 }
 
-// healthy polls GET /health until 200; an error after timeout or when the
-// process exits.
-func (n *node) healthy(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for i := 0; time.Now().Before(deadline) && i < 10000; i++ {
-		if n.exited() {
-			return fmt.Errorf("node %s exited before it was healthy: %v", n.id, n.exitErr())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.url("/health"), nil)
-		resp, err := n.client.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			cancel()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		} else {
-			cancel()
-			last = err.Error()
-		}
-		time.Sleep(50 * time.Millisecond)
+// requireRunning fails the test if the process died.
+func (n *node) requireRunning() {
+	n.t.Helper()
+	if !n.Running() {
+		n.t.Fatalf("node %s is not running (crashed?): %v", n.ID(), n.ExitErr())
 	}
-	return fmt.Errorf("node %s not healthy after %v: %s", n.id, timeout, last)
 }
 
-func (n *node) url(path string) string { return "http://" + n.httpAddr + path }
-
-// dumpLog prints the node's stderr (the last 200 KiB) to the test log.
+// dumpLog prints the end of the node's log to the test log.
 func (n *node) dumpLog() {
-	b, err := os.ReadFile(n.logPath)
-	if err != nil {
-		n.t.Logf("node %s: no stderr log: %v", n.id, err)
-		return
-	}
-	const max = 200 << 10
-	if len(b) > max {
-		b = append([]byte("...(truncated)...\n"), b[len(b)-max:]...)
-	}
-	n.t.Logf("----- stderr of node %s (%s) -----\n%s----- end of stderr of node %s -----", n.id, n.logPath, b, n.id)
+	n.t.Logf("----- log of node %s (%s) -----\n%s----- end of the log of node %s -----", n.ID(), n.LogPath(), n.Tail(1500), n.ID())
 }
+
+func (n *node) url(path string) string { return n.URL() + path }
 
 // ---------------------------------------------------------------------------
 // HTTP plumbing.
@@ -450,6 +207,18 @@ func (r *response) decode(t testing.TB, v any) {
 // do sends one request; body is marshalled as JSON unless it is a string or
 // []byte (sent as is) or nil. A transport error is returned, not fatal.
 func (n *node) do(ctx context.Context, method, path string, body any) (*response, error) {
+	return n.request(ctx, method, path, body, nil)
+}
+
+// send is do with a timeout and headers (for worker goroutines and
+// retries: it never fails the test).
+func (n *node) send(timeout time.Duration, method, path string, body any, hdr map[string]string) (*response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return n.request(ctx, method, path, body, hdr)
+}
+
+func (n *node) request(ctx context.Context, method, path string, body any, hdr map[string]string) (*response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -472,6 +241,9 @@ func (n *node) do(ctx context.Context, method, path string, body any) (*response
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := n.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -482,4 +254,26 @@ func (n *node) do(ctx context.Context, method, path string, body any) (*response
 		return nil, err
 	}
 	return &response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// getJSON runs one GET with a short deadline and decodes the body, whatever
+// the status.
+func (n *node) getJSON(path string, timeout time.Duration, v any) error {
+	r, err := n.send(timeout, "GET", path, nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		return fmt.Errorf("GET %s on %s: %s: %v", path, n.ID(), r, err)
+	}
+	return nil
+}
+
+// errCode is the "code" of an error body ("" if none).
+func errCode(r *response) string {
+	var e struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal(r.Body, &e)
+	return e.Code
 }

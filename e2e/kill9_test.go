@@ -36,17 +36,17 @@ func TestKill9DuringPushLoad(t *testing.T) {
 		killAfter := 2*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 		deadline := time.Now().Add(killAfter)
 		for time.Now().Before(deadline) {
-			if n.exited() {
+			if n.Exited() {
 				pl.halt()
-				t.Fatalf("cycle %d: the node died under push load (not killed by the test): %v", cycle, n.exitErr())
+				t.Fatalf("cycle %d: the node died under push load (not killed by the test): %v", cycle, n.ExitErr())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		lastIdx := c.metric("queen_raft_last_index")
 		n.kill9()
 		pl.halt()
-		snaps := snapshots(n.dataDir)
-		first, last, err := raftLogBounds(n.dataDir)
+		snaps := snapshots(n.DataDir())
+		first, last, err := raftLogBounds(n.DataDir())
 		if err != nil {
 			t.Fatalf("cycle %d: read raft.db after kill: %v", cycle, err)
 		}
@@ -69,8 +69,8 @@ func TestKill9DuringPushLoad(t *testing.T) {
 			early := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 			n.launch()
 			time.Sleep(early)
-			if n.exited() {
-				t.Fatalf("cycle %d: the restarted node exited on its own: %v", cycle, n.exitErr())
+			if n.Exited() {
+				t.Fatalf("cycle %d: the restarted node exited on its own: %v", cycle, n.ExitErr())
 			}
 			n.kill9()
 			t.Logf("cycle %d: restarted and SIGKILLed again %v into the recovery", cycle, early.Round(time.Millisecond))

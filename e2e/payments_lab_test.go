@@ -22,7 +22,7 @@ func TestPaymentsLab(t *testing.T) {
 	var progress bytes.Buffer
 	start := time.Now()
 	sb, err := lab.Run(ctx, lab.Config{
-		URL:          "http://" + n.httpAddr,
+		URL:          "http://" + n.Addrs().HTTP,
 		Payments:     200,
 		Amount:       100,
 		Workers:      8,

@@ -129,18 +129,18 @@ func compareState(t testing.TB, when string, before, after map[string][]byte) {
 func killRightAfterSnapshot(t *testing.T, n *node, pl *pushLoad, minIndex uint64, need int) snapInfo {
 	t.Helper()
 	known := map[string]bool{}
-	for _, s := range snapshots(n.dataDir) {
+	for _, s := range snapshots(n.DataDir()) {
 		known[s.ID] = true
 	}
 	pl.start()
 	deadline := time.Now().Add(40 * time.Second)
 	found := 0
 	for i := 0; time.Now().Before(deadline) && i < 100000; i++ {
-		if n.exited() {
+		if n.Exited() {
 			pl.halt()
-			t.Fatalf("the node died under load (not killed by the test): %v", n.exitErr())
+			t.Fatalf("the node died under load (not killed by the test): %v", n.ExitErr())
 		}
-		for _, s := range snapshots(n.dataDir) {
+		for _, s := range snapshots(n.DataDir()) {
 			if known[s.ID] {
 				continue
 			}
@@ -185,7 +185,7 @@ func TestKill9AfterSnapshot(t *testing.T) {
 
 	// Phase A: SIGKILL right after a snapshot completes.
 	snap := killRightAfterSnapshot(t, n, &pushLoad{n: n, queue: fill, prefix: "c1", workers: 8, parts: 4, led: led, seed: seed}, 0, 1)
-	first, last, err := raftLogBounds(n.dataDir)
+	first, last, err := raftLogBounds(n.DataDir())
 	must(t, err)
 	t.Logf("phase A: killed right after snapshot %s (index %d); raft log on disk [%d, %d]; %d fill items acked",
 		snap.ID, snap.Index, first, last, led.ackedCount())
@@ -212,9 +212,9 @@ func TestKill9AfterSnapshot(t *testing.T) {
 	plB.start()
 	reached := false
 	for i := 0; i < 600; i++ {
-		if n.exited() {
+		if n.Exited() {
 			plB.halt()
-			t.Fatalf("phase B: the node died under load: %v", n.exitErr())
+			t.Fatalf("phase B: the node died under load: %v", n.ExitErr())
 		}
 		if c.metric("queen_raft_last_index") >= trailing+300 {
 			reached = true
@@ -229,7 +229,7 @@ func TestKill9AfterSnapshot(t *testing.T) {
 	applied := c.metric("queen_raft_applied_index")
 	plB = &pushLoad{n: n, queue: fill, prefix: "c3", workers: 8, parts: 4, led: led, seed: seed + 2}
 	snap = killRightAfterSnapshot(t, n, plB, trailing+200, 2)
-	first, last, err = raftLogBounds(n.dataDir)
+	first, last, err = raftLogBounds(n.DataDir())
 	must(t, err)
 	t.Logf("phase B: applied index was %v; killed right after snapshot %s (index %d); raft log on disk [%d, %d]; %d fill items acked",
 		applied, snap.ID, snap.Index, first, last, led.ackedCount())
@@ -296,8 +296,8 @@ func TestKill9AfterSnapshot(t *testing.T) {
 		t.Fatalf("SIGTERM: exit code %d after %v", code, took)
 	}
 	replayDir := filepath.Join(t.TempDir(), "replay")
-	must(t, copyDir(filepath.Join(n.dataDir, "raft"), filepath.Join(replayDir, "raft")))
-	format, err := os.ReadFile(filepath.Join(n.dataDir, "FORMAT")) // the data dir's record of its formats
+	must(t, copyDir(filepath.Join(n.DataDir(), "raft"), filepath.Join(replayDir, "raft")))
+	format, err := os.ReadFile(filepath.Join(n.DataDir(), "FORMAT")) // the data dir's record of its formats
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(replayDir, "FORMAT"), format, 0o644))
 	r := startNode(t, nodeOpts{SnapshotThreshold: 100, SnapshotInterval: 50 * time.Millisecond, DataDir: replayDir})

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/queen-node/queen-node/jepsen/run"
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // TestShortFaultRun is the fault test's short run: three real nodes, every
@@ -20,15 +19,13 @@ func TestShortFaultRun(t *testing.T) {
 		t.Skip("-short: the fault run takes about a minute")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "queen-node")
-	build := exec.Command("go", "build", "-o", bin, "github.com/queen-node/queen-node/cmd/queen-node")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	work := filepath.Join(dir, "work")
-	os.MkdirAll(work, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	bin, err := nodeproc.Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
 	sum, err := run.Run(ctx, run.Options{
 		Nodes: 3, Duration: 25 * time.Second, Faults: []string{"kill", "pause", "partition", "clock"},
 		Workloads: []string{"all"}, Bin: bin, Dir: work, Logf: t.Logf,

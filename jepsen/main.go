@@ -23,15 +23,14 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/queen-node/queen-node/jepsen/lossyfs"
 	"github.com/queen-node/queen-node/jepsen/run"
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 func main() {
@@ -61,12 +60,11 @@ func main() {
 		dir = d
 	}
 	if *bin == "" {
-		*bin = filepath.Join(dir, "queen-node")
-		build := exec.Command("go", "build", "-o", *bin, "./cmd/queen-node")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			log.Fatalf("jepsen: build: %v", err)
+		b, err := nodeproc.Build(context.Background(), dir)
+		if err != nil {
+			log.Fatalf("jepsen: %v", err)
 		}
+		*bin = b
 	}
 	logf := func(string, ...any) {}
 	if *verbose {

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# A local three-node queen-node cluster as plain processes on loopback.
+# A local three-node queen-node cluster as plain processes on loopback: an
+# operator convenience for a persistent cluster. Tests and benchmarks start
+# their nodes through nodeproc/ instead.
 #
 #   scripts/cluster.sh start     build, then start nodes 1..3 (HTTP on 6632, 6642, 6652)
 #   scripts/cluster.sh status    each node's pid, role and the leader, from /health

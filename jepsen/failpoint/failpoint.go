@@ -55,7 +55,7 @@ func ByName(names []string) ([]Fault, error) {
 func target(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (*harness.Node, string) {
 	if rng.Intn(2) == 0 {
 		if l, err := c.Leader(ctx); err == nil {
-			return l, "the leader " + l.ID
+			return l, "the leader " + l.ID()
 		}
 	}
 	var up []*harness.Node
@@ -68,7 +68,7 @@ func target(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (*harness.N
 		return nil, ""
 	}
 	n := up[rng.Intn(len(up))]
-	return n, n.ID
+	return n, n.ID()
 }
 
 type kill struct{}
@@ -80,7 +80,9 @@ func (kill) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (fun
 	if n == nil {
 		return nil, "", fmt.Errorf("no node to kill")
 	}
-	c.Kill(n)
+	if err := n.Kill(); err != nil {
+		return nil, "", err
+	}
 	return func(context.Context) error { return c.Restart(n) }, "kill -9 " + who, nil
 }
 
@@ -93,8 +95,10 @@ func (pause) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (fu
 	if n == nil {
 		return nil, "", fmt.Errorf("no node to pause")
 	}
-	c.Pause(n)
-	return func(context.Context) error { c.Resume(n); return nil }, "SIGSTOP " + who, nil
+	if err := n.Pause(); err != nil {
+		return nil, "", err
+	}
+	return func(context.Context) error { return n.Resume() }, "SIGSTOP " + who, nil
 }
 
 type partition struct{}
@@ -123,7 +127,7 @@ func (partition) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand)
 			}
 		}
 		err = c.Net().Partition([][]int{{l.Index}, rest})
-		what = "isolate the leader " + l.ID
+		what = "isolate the leader " + l.ID()
 	case 1: // majority / minority
 		cut := len(idx) / 2
 		err = c.Net().Partition([][]int{idx[:cut], idx[cut:]})
@@ -169,21 +173,21 @@ func (clock) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (fu
 			continue
 		}
 		body, _ := json.Marshal(map[string]int64{"ms": ms})
-		if code, err := c.Post(ctx, n, http.MethodPost, "/debug/clock-skew", body); err == nil && code == http.StatusOK {
+		if code, _, err := n.Do(ctx, http.MethodPost, "/debug/clock-skew", body); err == nil && code == http.StatusOK {
 			skewed = append(skewed, n)
 		}
 	}
 	if l, err := c.Leader(ctx); err == nil {
-		c.Post(ctx, l, http.MethodPost, "/debug/step-down", nil) // a new leader anchors its clock
+		l.Do(ctx, http.MethodPost, "/debug/step-down", nil) // a new leader anchors its clock
 	}
 	var ids []string
 	for _, n := range skewed {
-		ids = append(ids, n.ID)
+		ids = append(ids, n.ID())
 	}
 	heal := func(ctx context.Context) error {
 		for _, n := range skewed {
 			if n.Running() {
-				c.Post(ctx, n, http.MethodPost, "/debug/clock-skew", []byte(`{"ms":0}`))
+				n.Do(ctx, http.MethodPost, "/debug/clock-skew", []byte(`{"ms":0}`))
 			}
 		}
 		return nil
@@ -207,13 +211,13 @@ func (membership) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand
 		if err != nil {
 			return nil, "", err
 		}
-		return func(context.Context) error { return nil }, "add " + n.ID, nil
+		return func(context.Context) error { return nil }, "add " + n.ID(), nil
 	case rng.Intn(2) == 0:
 		victim := nodes[rng.Intn(len(nodes))]
 		if err := c.RemoveNode(ctx, victim); err != nil {
 			return nil, "", err
 		}
-		return func(context.Context) error { return nil }, "remove " + victim.ID, nil
+		return func(context.Context) error { return nil }, "remove " + victim.ID(), nil
 	default:
 		victim := nodes[rng.Intn(len(nodes))]
 		if err := c.RemoveNode(ctx, victim); err != nil {
@@ -223,7 +227,7 @@ func (membership) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand
 		if err != nil {
 			return nil, "", err
 		}
-		return func(context.Context) error { return nil }, "replace " + victim.ID + " with " + n.ID, nil
+		return func(context.Context) error { return nil }, "replace " + victim.ID() + " with " + n.ID(), nil
 	}
 }
 

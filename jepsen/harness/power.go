@@ -12,28 +12,24 @@ import (
 	"github.com/queen-node/queen-node/jepsen/lossyfs"
 )
 
-// mountDisk puts n's data dir on a lossyfs mount of its own (with
-// LossyFS), and checks that the node will see it: a node in a network
-// namespace runs under `ip netns exec`, which gives it a copy of the mount
-// table, and a node writing to the bare mountpoint instead would make every
-// power loss a no-op.
+// mountDisk puts n's data dir on a lossyfs mount of its own, and checks
+// that the node will see it: a node in a network namespace runs under `ip
+// netns exec`, which gives it a copy of the mount table, and a node writing
+// to the bare mountpoint instead would make every power loss a no-op.
 func (c *Cluster) mountDisk(n *Node) error {
-	if !c.opts.LossyFS {
-		return nil
-	}
-	n.Backing = n.Dir + ".disk"
-	for _, d := range []string{n.Backing, n.Dir} {
+	n.Backing = n.dir + ".disk"
+	for _, d := range []string{n.Backing, n.dir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("harness: %w", err)
 		}
 	}
-	disk, err := lossyfs.Mount(n.Backing, n.Dir, nil)
+	disk, err := lossyfs.Mount(n.Backing, n.dir, nil)
 	if err != nil {
-		return fmt.Errorf("harness: %s: %w", n.ID, err)
+		return fmt.Errorf("harness: %s: %w", n.id, err)
 	}
 	n.disk = disk
 	if n.bootID == "" {
-		n.bootID = fmt.Sprintf("jepsen-%s-%s-boot%d", c.run, n.ID, n.boots)
+		n.bootID = fmt.Sprintf("jepsen-%s-%s-boot%d", c.run, n.id, n.boots)
 	}
 	if err := c.checkDisk(n); err != nil {
 		n.disk = nil
@@ -46,21 +42,21 @@ func (c *Cluster) mountDisk(n *Node) error {
 // checkDisk writes a token through n's mount and reads it back the way the
 // node's process will see the file system (inside its namespace).
 func (c *Cluster) checkDisk(n *Node) error {
-	token := []byte(fmt.Sprintf("lossyfs %s %d\n", n.ID, rand.Int63()))
-	probe := filepath.Join(n.Dir, ".lossyfs-probe")
+	token := []byte(fmt.Sprintf("lossyfs %s %d\n", n.id, rand.Int63()))
+	probe := filepath.Join(n.dir, ".lossyfs-probe")
 	if err := os.WriteFile(probe, token, 0o644); err != nil {
-		return fmt.Errorf("harness: %s: write through lossyfs: %w", n.ID, err)
+		return fmt.Errorf("harness: %s: write through lossyfs: %w", n.id, err)
 	}
 	defer os.Remove(probe)
 	if b, err := os.ReadFile(filepath.Join(n.Backing, ".lossyfs-probe")); err != nil || len(b) != 0 {
-		return fmt.Errorf("harness: %s: an unsynced write reached the backing disk (%q, %v): lossyfs is not in the way", n.ID, b, err)
+		return fmt.Errorf("harness: %s: an unsynced write reached the backing disk (%q, %v): lossyfs is not in the way", n.id, b, err)
 	}
 	if c.net == nil {
 		return nil
 	}
 	out, err := c.net.Command(n.Index, "cat", probe).Output()
 	if err != nil || !bytes.Equal(out, token) {
-		return fmt.Errorf("harness: %s: the lossyfs mount is not visible inside the node's network namespace (read %q, %v)", n.ID, out, err)
+		return fmt.Errorf("harness: %s: the lossyfs mount is not visible inside the node's network namespace (read %q, %v)", n.id, out, err)
 	}
 	return nil
 }
@@ -93,19 +89,24 @@ func (c *Cluster) PowerOff(nodes []*Node, mode PowerLossMode) (map[string]lossyf
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Add(1)
-		go func(n *Node) { defer wg.Done(); c.Kill(n) }(n)
+		go func(n *Node) {
+			defer wg.Done()
+			if err := n.Kill(); err != nil {
+				c.opts.Logf("%v", err)
+			}
+		}(n)
 	}
 	wg.Wait()
 	losses := map[string]lossyfs.Loss{}
 	var errs []error
 	for _, n := range nodes {
 		loss, err := c.dropDisk(n, mode)
-		losses[n.ID] = loss
+		losses[n.id] = loss
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.opts.Logf("power loss of %s: %v", n.ID, loss)
+		c.opts.Logf("power loss of %s: %v", n.id, loss)
 	}
 	return losses, errors.Join(errs...)
 }
@@ -125,11 +126,11 @@ func (c *Cluster) dropDisk(n *Node, mode PowerLossMode) (lossyfs.Loss, error) {
 		if err != nil {
 			// The unsynced data is gone all the same (the filesystem died
 			// before it unmounted); a new mount goes on top regardless.
-			c.opts.Logf("%s: power loss: %v", n.ID, err)
+			c.opts.Logf("%s: power loss: %v", n.id, err)
 		}
 	}
 	n.boots++
-	n.bootID = fmt.Sprintf("jepsen-%s-%s-boot%d", c.run, n.ID, n.boots)
+	n.bootID = fmt.Sprintf("jepsen-%s-%s-boot%d", c.run, n.id, n.boots)
 	if err := c.mountDisk(n); err != nil {
 		return loss, err
 	}
@@ -142,9 +143,9 @@ func (c *Cluster) dropDisk(n *Node, mode PowerLossMode) (lossyfs.Loss, error) {
 func (c *Cluster) PowerLoss(n *Node, mode PowerLossMode) (lossyfs.Loss, error) {
 	losses, err := c.PowerOff([]*Node{n}, mode)
 	if err != nil {
-		return losses[n.ID], err
+		return losses[n.id], err
 	}
-	return losses[n.ID], c.Restart(n)
+	return losses[n.id], c.Restart(n)
 }
 
 // BootID is the QUEEN_TEST_BOOT_ID n starts with ("" without LossyFS).

@@ -30,7 +30,7 @@ func TestLossyDiskInNamespace(t *testing.T) {
 	defer nt.Close()
 	dir := t.TempDir()
 	c := &Cluster{opts: Options{LossyFS: true, Logf: t.Logf}, net: nt, run: "test"}
-	n := &Node{ID: "n1", Index: 1, Dir: filepath.Join(dir, "n1")}
+	n := &Node{Index: 1, id: "n1", dir: filepath.Join(dir, "n1")}
 	if err := c.mountDisk(n); err != nil { // checks visibility in the namespace
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func TestLossyDiskInNamespace(t *testing.T) {
 
 	// A process in n1's namespace writes one file with fsync and one
 	// without.
-	synced := filepath.Join(n.Dir, "synced")
-	lazy := filepath.Join(n.Dir, "lazy")
+	synced := filepath.Join(n.dir, "synced")
+	lazy := filepath.Join(n.dir, "lazy")
 	script := "printf durable > " + synced + " && sync " + synced + " && printf volatile > " + lazy
 	if out, err := nt.Command(1, "sh", "-c", script).CombinedOutput(); err != nil {
 		t.Fatalf("writing inside the namespace: %v: %s", err, out)
@@ -79,7 +79,7 @@ func TestLossyDiskInNamespace(t *testing.T) {
 		t.Fatalf("boot id after the power loss: %q", n.BootID())
 	}
 	for name, want := range map[string]string{"synced": "durable", "lazy": ""} {
-		out, err := nt.Command(1, "cat", filepath.Join(n.Dir, name)).Output()
+		out, err := nt.Command(1, "cat", filepath.Join(n.dir, name)).Output()
 		if err != nil || string(out) != want {
 			t.Fatalf("after the power loss %s reads %q (%v), want %q", name, out, err, want)
 		}

@@ -160,7 +160,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		c.Net().Heal()
 	}
 	for _, n := range c.Nodes() {
-		c.Resume(n)
+		n.Resume()
 		c.Restart(n)
 	}
 	if err := c.Healthy(healCtx, 60*time.Second); err != nil {
@@ -265,7 +265,7 @@ func writeReport(sum Summary, rec *history.Recorder, c *harness.Cluster, faults 
 	// the report names them.
 	var nodes []string
 	for _, n := range c.Nodes() {
-		line := fmt.Sprintf("%s: data %s, log %s", n.ID, n.Dir, n.LogPath)
+		line := fmt.Sprintf("%s: data %s, log %s", n.ID(), n.DataDir(), n.LogPath())
 		if n.Backing != "" {
 			line += fmt.Sprintf(" (data on lossyfs: after the run it is in %s; last boot id %s)", n.Backing, n.BootID())
 		}

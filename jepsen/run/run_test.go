@@ -2,13 +2,12 @@ package run
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/queen-node/queen-node/jepsen/lossyfs"
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // TestShortPowerLossRun is a short fault run whose only fault is a power
@@ -23,15 +22,13 @@ func TestShortPowerLossRun(t *testing.T) {
 		t.Skipf("lossyfs cannot be mounted on this machine, so power loss cannot be simulated: %s", why)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "queen-node")
-	build := exec.Command("go", "build", "-o", bin, "github.com/queen-node/queen-node/cmd/queen-node")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	work := filepath.Join(dir, "work")
-	os.MkdirAll(work, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	bin, err := nodeproc.Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
 	sum, err := Run(ctx, Options{
 		Nodes: 3, Duration: 20 * time.Second, Faults: []string{"powerloss"},
 		Workloads: []string{"queue", "ledger"}, Bin: bin, Dir: work, Seed: 7, Logf: t.Logf,

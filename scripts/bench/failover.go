@@ -4,28 +4,25 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // failover (cluster only): single pushes go at a steady rate through a
 // follower while the leader is killed with SIGKILL. A round measures, from
 // the kill, the first push sent after it that the node answers 201, and the
 // first /api/v1/system/cluster on a surviving node that names a new leader.
-// The killed node is then restarted (-restart-cmd) and the cluster must be
-// whole again before the next round.
+// The killed node is then restarted (nodeproc, on its data dir and ports)
+// and the cluster must be whole again before the next round.
 const (
 	failoverSenders = 1024            // pushes in flight at most (50/s for the 30 s -timeout would be 1500); a tick with none free is counted as skipped
 	failoverWarmup  = 2 * time.Second // steady pushing before the kill
@@ -141,197 +138,23 @@ func (p *steadyPusher) halt() []pushRec {
 	return p.recs
 }
 
-// clusterView is the part of GET /api/v1/system/cluster bench reads.
-type clusterView struct {
-	Leader struct {
-		ID string `json:"id"`
-	} `json:"leader"`
-	Nodes []struct {
-		ID    string `json:"id"`
-		Voter bool   `json:"voter"`
-		Alive bool   `json:"alive"`
-	} `json:"nodes"`
-}
-
-func getJSON(ctx context.Context, c *client, path string, v any) (int, error) {
-	var buf bytes.Buffer
-	status, _, err := c.do(ctx, http.MethodGet, path, nil, &buf)
-	if err != nil {
-		return status, err
+// waitWhole waits until every node bench started runs and answers /health
+// 200, all name one leader, and that leader lists every node as a live
+// voter. It returns the leader.
+func waitWhole(ctx context.Context, c *nodeproc.Cluster) (*nodeproc.Node, error) {
+	if err := c.Healthy(ctx, clusterReady); err != nil {
+		return nil, err
 	}
-	if status == http.StatusOK {
-		if err := json.Unmarshal(buf.Bytes(), v); err != nil {
-			return status, fmt.Errorf("%s: %v: %s", path, err, snippet(buf.Bytes()))
-		}
+	if err := c.WaitVoters(ctx, clusterReady, c.Nodes()...); err != nil {
+		return nil, err
 	}
-	return status, nil
-}
-
-// nodeIDs maps each URL's node id (from /health) to the URL.
-func nodeIDs(ctx context.Context, urls []string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, u := range urls {
-		c := newClient(u, 1, 2*time.Second)
-		var h struct {
-			NodeID string `json:"nodeId"`
-		}
-		status, err := getJSON(ctx, c, "/health", &h)
-		c.close()
-		if err != nil || status != http.StatusOK || h.NodeID == "" {
-			return nil, fmt.Errorf("%s/health: HTTP %d %v, nodeId %q", u, status, err, h.NodeID)
-		}
-		out[h.NodeID] = u
-	}
-	return out, nil
-}
-
-// waitCluster waits until every node answers /health 200 and every node's
-// cluster view names the same leader, whose view has all len(urls) voters
-// alive. It returns the leader's id.
-func waitCluster(ctx context.Context, urls []string, limit time.Duration) (string, error) {
-	deadline := time.Now().Add(limit)
-	cs := newClients(urls, len(urls), 2*time.Second)
-	defer cs.close()
-	last := "no answer yet"
-	for {
-		leader, why := clusterState(ctx, cs, len(urls))
-		if why == "" {
-			return leader, nil
-		}
-		last = why
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("cluster not ready after %v: %s", limit, last)
-		}
-		if !pause(ctx, 100*time.Millisecond) {
-			return "", ctx.Err()
-		}
-	}
-}
-
-// clusterState is the agreed leader, or why there is none yet.
-func clusterState(ctx context.Context, cs clients, voters int) (string, string) {
-	leader := ""
-	for _, c := range cs {
-		var h map[string]any
-		if status, err := getJSON(ctx, c, "/health", &h); err != nil || status != http.StatusOK {
-			return "", fmt.Sprintf("%s/health: HTTP %d %v", c.base, status, err)
-		}
-		var v clusterView
-		if status, err := getJSON(ctx, c, "/api/v1/system/cluster", &v); err != nil || status != http.StatusOK {
-			return "", fmt.Sprintf("%s/api/v1/system/cluster: HTTP %d %v", c.base, status, err)
-		}
-		switch {
-		case v.Leader.ID == "":
-			return "", c.base + " knows no leader"
-		case leader != "" && v.Leader.ID != leader:
-			return "", fmt.Sprintf("nodes disagree on the leader (%s, %s)", leader, v.Leader.ID)
-		}
-		leader = v.Leader.ID
-		alive := 0
-		for _, n := range v.Nodes {
-			if n.Voter && n.Alive {
-				alive++
-			}
-		}
-		if alive < voters {
-			return "", fmt.Sprintf("%s sees %d of %d voters alive", c.base, alive, voters)
-		}
-	}
-	return leader, ""
-}
-
-// checkNodePID makes sure pid is the queen-node process of node id before
-// anything signals it.
-func checkNodePID(pid int, id string) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return fmt.Errorf("pid %d of node %s: %v", pid, id, err)
-	}
-	cmd := string(b)
-	if !strings.Contains(cmd, "queen-node") ||
-		!(strings.Contains(cmd, "--node-id\x00"+id+"\x00") || strings.Contains(cmd, "--node-id="+id+"\x00")) {
-		return fmt.Errorf("pid %d is not queen-node --node-id %s: %q", pid, id, strings.ReplaceAll(cmd, "\x00", " "))
-	}
-	return nil
-}
-
-// restartNode runs "-restart-cmd ID" and reads the new PID from the last
-// line of its output.
-func restartNode(ctx context.Context, cmdline, id string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, cmdline, id).Output()
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: %v", cmdline, id, err)
-	}
-	lines := strings.Fields(string(out))
-	if len(lines) == 0 {
-		return 0, fmt.Errorf("%s %s printed no PID", cmdline, id)
-	}
-	pid, err := strconv.Atoi(lines[len(lines)-1])
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: last output %q is not a PID", cmdline, id, lines[len(lines)-1])
-	}
-	// The command may print the PID of a shell that is about to exec the
-	// node: give the exec a moment before judging the process.
-	for i := 0; ; i++ {
-		err = checkNodePID(pid, id)
-		if err == nil || i == 50 || !pause(ctx, 100*time.Millisecond) {
-			return pid, err
-		}
-	}
-}
-
-// watchLeader polls the cluster view of the surviving nodes until one
-// names a leader other than killed, and returns when it was seen and who.
-func watchLeader(ctx context.Context, urls []string, killed string, until time.Time) (time.Time, string) {
-	ctx, cancel := context.WithDeadline(ctx, until)
-	defer cancel()
-	type seen struct {
-		at time.Time
-		id string
-	}
-	found := make(chan seen, len(urls))
-	var wg sync.WaitGroup
-	for _, u := range urls {
-		c := newClient(u, 1, 500*time.Millisecond)
-		wg.Go(func() {
-			defer c.close()
-			for ctx.Err() == nil {
-				var v clusterView
-				if status, err := getJSON(ctx, c, "/api/v1/system/cluster", &v); err == nil && status == http.StatusOK &&
-					v.Leader.ID != "" && v.Leader.ID != killed {
-					found <- seen{time.Now(), v.Leader.ID}
-					cancel()
-					return
-				}
-				pause(ctx, 10*time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
-	close(found)
-	var first seen
-	for s := range found {
-		if first.at.IsZero() || s.at.Before(first.at) {
-			first = s
-		}
-	}
-	return first.at, first.id
+	return c.WaitLeader(ctx, clusterReady)
 }
 
 func runFailover(ctx context.Context, o *options) (*result, error) {
-	if len(o.urls) < 3 || len(o.nodePIDs) == 0 || o.restartCmd == "" {
-		return nil, errors.New("failover needs a cluster: -urls of 3 or more nodes, -node-pids and -restart-cmd (scripts/bench.sh -cluster)")
-	}
-	byID, err := nodeIDs(ctx, o.urls)
-	if err != nil {
-		return nil, err
-	}
-	for id := range byID {
-		if _, ok := o.nodePIDs[id]; !ok {
-			return nil, fmt.Errorf("-node-pids has no PID for node %s", id)
-		}
+	cl := o.cluster
+	if cl == nil || len(cl.Nodes()) < 3 {
+		return nil, errors.New("failover needs a cluster bench started itself: -start 3 or more (scripts/bench.sh -cluster)")
 	}
 	queue := queueName("failover")
 	pool := newPayloadPool(o.payload)
@@ -344,32 +167,25 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 	start := time.Now()
 	var runErr error
 	for round := 1; round <= o.failoverRounds && ctx.Err() == nil; round++ {
-		leader, err := waitCluster(ctx, o.urls, clusterReady)
+		ln, err := waitWhole(ctx, cl)
 		if err != nil {
 			runErr = fmt.Errorf("round %d: %v", round, err)
 			break
 		}
-		pid := o.nodePIDs[leader]
-		if err := checkNodePID(pid, leader); err != nil {
-			runErr = fmt.Errorf("round %d: %v", round, err)
-			break
-		}
-		var target string
-		var survivors []string
-		for _, id := range slices.Sorted(maps.Keys(byID)) {
-			if id != leader {
-				survivors = append(survivors, byID[id])
-				if target == "" {
-					target = id
-				}
+		leader, pid := ln.ID(), ln.PID()
+		var via *nodeproc.Node // the first follower by id
+		for _, n := range cl.Nodes() {
+			if n != ln && (via == nil || n.ID() < via.ID()) {
+				via = n
 			}
 		}
-		c := newClient(byID[target], failoverSenders, o.timeout)
+		target := via.ID()
+		c := newClient(via.URL(), failoverSenders, o.timeout)
 		p := startSteadyPusher(ctx, c, queue, fmt.Sprintf("r%d-", round), pool[0], o.failoverRate)
 		pause(ctx, failoverWarmup)
 
 		kill := time.Now()
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := ln.Kill(); err != nil {
 			p.halt()
 			c.close()
 			runErr = fmt.Errorf("round %d: kill -9 %d (leader %s): %v", round, pid, leader, err)
@@ -380,8 +196,10 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		var newLeader string
 		leaderDone := make(chan struct{})
 		go func() {
-			leaderAt, newLeader = watchLeader(ctx, survivors, leader, until)
-			close(leaderDone)
+			defer close(leaderDone)
+			if nl, err := cl.AwaitNewLeader(ctx, leader, time.Until(until)); err == nil {
+				leaderAt, newLeader = time.Now(), nl.ID()
+			}
 		}()
 		for ctx.Err() == nil && time.Now().Before(until) {
 			if okAt = p.firstOKSince(kill); !okAt.IsZero() {
@@ -444,15 +262,14 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		}
 
 		restarted := time.Now()
-		newPID, err := restartNode(ctx, o.restartCmd, leader)
-		if err != nil {
+		if err := ln.Restart(ctx); err != nil {
 			rounds = append(rounds, info)
 			notes = append(notes, line)
 			runErr = fmt.Errorf("round %d: restart of %s: %v", round, leader, err)
 			break
 		}
-		o.nodePIDs[leader] = newPID
-		if _, err := waitCluster(ctx, o.urls, clusterReady); err != nil {
+		newPID := ln.PID()
+		if _, err := waitWhole(ctx, cl); err != nil {
 			rounds = append(rounds, info)
 			notes = append(notes, line)
 			runErr = fmt.Errorf("round %d: after restarting %s: %v", round, leader, err)

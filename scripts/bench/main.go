@@ -29,28 +29,32 @@
 //	             second, and how late does a fired message come (its
 //	             createdAt minus the deliverAt its schedule returned)? The
 //	             node's queen_timers_lateness_seconds is printed alongside.
-//	failover     Cluster only (-node-pids, -restart-cmd): with single pushes
-//	             at a steady rate through a follower, how long after a
-//	             kill -9 of the leader does the first push succeed again, and
-//	             when does a new leader show in /api/v1/system/cluster?
+//	failover     Cluster only (-start 3): with single pushes at a steady
+//	             rate through a follower, how long after a kill -9 of the
+//	             leader does the first push succeed again, and when does a
+//	             new leader show in /api/v1/system/cluster?
 //	             -failover-rounds times, restarting the killed node between.
-//	             Off in "all" unless -node-pids is given.
+//	             Off in "all" unless bench started three or more nodes.
 //	rss          How much memory (VmRSS, RssAnon, RssFile) and disk does the
 //	             node hold for N pending, never-consumed messages?
 //	             Off in "all" unless -rss-messages is given.
 //
 // Usage:
 //
-//	go run ./scripts/bench -url http://127.0.0.1:6632 [-scenario all|name,...]
-//	    [-urls URL,URL,...] [-duration 10s] [-conns 20] [-payload 256] [-json]
+//	go run ./scripts/bench -start 1|3 [-bin PATH] [-node-args "--flag v ..."] [-keep-data]
+//	go run ./scripts/bench -url http://127.0.0.1:6632 | -urls URL,URL,...
+//	    [-scenario all|name,...] [-duration 10s] [-conns 20] [-payload 256] [-json]
 //	    [-orders N] [-timer-rate R -timer-batch B -timer-max-delay D]
-//	    [-node-pids ID=PID,... -restart-cmd CMD -failover-rounds N]
-//	    [-rss-messages N -pid PID -data-dir DIR]
+//	    [-failover-rounds N] [-rss-messages N -pid PID -data-dir DIR]
 //
-// With -urls, worker w of every scenario talks to URL w mod len(urls).
-// scripts/bench.sh builds the broker, starts a throwaway node (or, with
-// -cluster, three) and runs this program against it. The exit status is 1
-// when a scenario failed or any request or item failed.
+// With -start N, bench starts N throwaway nodes itself (nodeproc: free
+// loopback ports, a temp dir, joined over gossip when N > 1) from -bin, or
+// $QN_BIN, or a build of the working tree; it stops them at the end and
+// fails when one of them died. With -url/-urls it drives nodes that are
+// already running. Worker w of every scenario talks to node (URL) w mod N.
+// scripts/bench.sh builds this program and runs it with -start 1 (or, with
+// -cluster, -start 3). The exit status is 1 when a scenario failed, any
+// request or item failed, or a node bench started died.
 package main
 
 import (
@@ -59,13 +63,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // options are the command-line settings shared by all scenarios.
@@ -91,8 +95,13 @@ type options struct {
 	timerBatch    int
 	timerMaxDelay time.Duration
 
-	nodePIDs        map[string]int // node id -> PID, for failover
-	restartCmd      string
+	start    int    // nodes to start (0: drive -url/-urls)
+	bin      string // their binary ("" = $QN_BIN or a build of the working tree)
+	nodeArgs string // extra flags for every node started
+	keepData bool   // keep the started nodes' dir
+
+	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
+
 	failoverRounds  int
 	failoverRate    float64
 	failoverTimeout time.Duration
@@ -130,8 +139,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.start > 0 {
+		stopNodes, err := startNodes(ctx, o, names["exactly-once"], stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer stopNodes()
+	}
 	for _, u := range o.urls {
-		if err := waitHealthy(ctx, u, 15*time.Second); err != nil {
+		if err := nodeproc.WaitHealthyURL(ctx, u, 15*time.Second); err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
 		}
@@ -164,6 +181,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	writeTable(table, results)
+	if o.cluster != nil && !checkNodes(o.cluster, stderr) {
+		failed = true
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "bench: interrupted")
 		return 1
@@ -178,8 +198,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	fs.StringVar(&o.url, "url", "http://127.0.0.1:6632", "base URL of the node")
-	urls := fs.String("urls", "", "comma-separated base URLs of a cluster's nodes (overrides -url); worker w uses URL w mod n")
+	fs.StringVar(&o.url, "url", "http://127.0.0.1:6632", "base URL of a running node")
+	urls := fs.String("urls", "", "comma-separated base URLs of a running cluster's nodes (overrides -url); worker w uses URL w mod n")
+	fs.IntVar(&o.start, "start", 0, "start this many throwaway nodes (joined over gossip when > 1) instead of using -url/-urls")
+	fs.StringVar(&o.bin, "bin", "", "with -start: the queen-node binary (default: $QN_BIN, else a build of the working tree)")
+	fs.StringVar(&o.nodeArgs, "node-args", os.Getenv("QN_NODE_ARGS"), "with -start: extra flags for every node, space-separated (default: $QN_NODE_ARGS)")
+	fs.BoolVar(&o.keepData, "keep-data", os.Getenv("KEEP_DATA") == "1", "with -start: keep the nodes' data and logs (default: $KEEP_DATA=1)")
 	sc := fs.String("scenario", "all", "all, or a comma-separated list of: "+scenarioNames())
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
@@ -191,14 +215,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.DurationVar(&o.prefillTimeout, "prefill-timeout", 60*time.Second, "cap on the pop-ack prefill time")
 	fs.IntVar(&o.rssMessages, "rss-messages", 0, "messages pushed by rss; > 0 also adds rss to \"all\" (default 1000000 when -scenario rss)")
 	fs.DurationVar(&o.rssTimeout, "rss-timeout", 10*time.Minute, "cap on the rss push time")
-	fs.IntVar(&o.pid, "pid", 0, "PID of the node, for rss to read /proc/PID/status")
-	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of the node, for rss to measure")
+	fs.IntVar(&o.pid, "pid", 0, "PID of the node, for rss to read /proc/PID/status (set by -start 1)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data dir of the node, for rss to measure (set by -start 1)")
 	fs.IntVar(&o.orders, "orders", 40000, "orders prefilled for exactly-once (the run stops early when all are settled)")
 	fs.Float64Var(&o.timerRate, "timer-rate", 2000, "timers scheduled per second in timers (0 = as fast as the node answers)")
 	fs.IntVar(&o.timerBatch, "timer-batch", 50, "timer ops per POST /api/v1/timers (at most 256)")
 	fs.DurationVar(&o.timerMaxDelay, "timer-max-delay", 2*time.Second, "timers get a delayMs spread uniformly over 0..this")
-	pids := fs.String("node-pids", "", "ID=PID,... of the cluster's nodes (node ids as /health reports them); enables failover")
-	fs.StringVar(&o.restartCmd, "restart-cmd", "", "failover runs \"CMD ID\" to restart a killed node; it must start the node in the background and print its PID")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 3, "leader kills in failover")
 	fs.Float64Var(&o.failoverRate, "failover-rate", 50, "single pushes per second through a follower in failover")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 30*time.Second, "cap on each failover round's wait for a new leader and a successful push")
@@ -217,6 +239,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	if o.failoverRounds < 1 || o.failoverRate <= 0 || o.failoverTimeout <= 0 {
 		return nil, nil, errors.New("-failover-rounds must be >= 1, -failover-rate and -failover-timeout > 0")
 	}
+	if o.start < 0 || (o.start > 0 && *urls != "") {
+		return nil, nil, errors.New("-start must be >= 0, and -start and -urls do not go together")
+	}
 	o.urls = splitList(*urls)
 	if len(o.urls) == 0 {
 		o.urls = []string{o.url}
@@ -225,11 +250,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 		o.urls[i] = strings.TrimRight(u, "/")
 	}
 	o.url = o.urls[0]
-	var err error
-	if o.nodePIDs, err = parsePIDs(*pids); err != nil {
-		return nil, nil, err
-	}
-	names, err := selectScenarios(*sc, o.rssMessages > 0, len(o.nodePIDs) > 0)
+	names, err := selectScenarios(*sc, o.rssMessages > 0, o.start >= 3)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -258,23 +279,8 @@ func splitList(s string) []string {
 	return out
 }
 
-// parsePIDs reads -node-pids: "ID=PID,ID=PID,...".
-func parsePIDs(s string) (map[string]int, error) {
-	out := map[string]int{}
-	for _, e := range splitList(s) {
-		id, p, ok := strings.Cut(e, "=")
-		pid, err := strconv.Atoi(p)
-		if !ok || id == "" || err != nil || pid <= 1 {
-			return nil, fmt.Errorf("-node-pids: %q is not ID=PID", e)
-		}
-		out[id] = pid
-	}
-	return out, nil
-}
-
 // selectScenarios turns -scenario into a set; "all" leaves rss out unless
-// withRSS, and failover out unless withFailover (a cluster whose PIDs we
-// know).
+// withRSS, and failover out unless withFailover (a cluster bench started).
 func selectScenarios(spec string, withRSS, withFailover bool) (map[string]bool, error) {
 	names := map[string]bool{}
 	for _, n := range strings.Split(spec, ",") {
@@ -302,27 +308,4 @@ func selectScenarios(spec string, withRSS, withFailover bool) (map[string]bool, 
 		names[n] = true
 	}
 	return names, nil
-}
-
-// waitHealthy polls GET /health until it answers 200 or limit passes.
-func waitHealthy(ctx context.Context, base string, limit time.Duration) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(limit)
-	for {
-		resp, err := hc.Get(base + "/health")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s/health not healthy after %v: %v", base, limit, err)
-		}
-		if !pause(ctx, 200*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
 }

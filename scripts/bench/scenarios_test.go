@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"strings"
 	"testing"
@@ -104,28 +105,32 @@ func TestCheckTimerPop(t *testing.T) {
 	}
 }
 
-func TestParseFlagsURLsAndPIDs(t *testing.T) {
-	o, names, err := parseFlags([]string{"-urls", "http://127.0.0.1:1/, http://127.0.0.1:2,", "-node-pids", "n1=100,n2=200"}, io.Discard)
+func TestParseFlagsURLsAndStart(t *testing.T) {
+	o, names, err := parseFlags([]string{"-urls", "http://127.0.0.1:1/, http://127.0.0.1:2,"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(o.urls) != 2 || o.url != "http://127.0.0.1:1" || o.urls[1] != "http://127.0.0.1:2" {
 		t.Errorf("urls %q url %q", o.urls, o.url)
 	}
-	if o.nodePIDs["n1"] != 100 || o.nodePIDs["n2"] != 200 {
-		t.Errorf("pids %v", o.nodePIDs)
+	if names["failover"] || names["rss"] || !names["exactly-once"] || !names["timers"] {
+		t.Errorf("all with -urls: %v", names)
 	}
-	if !names["failover"] || names["rss"] || !names["exactly-once"] || !names["timers"] {
-		t.Errorf("all with pids: %v", names)
+	o, names, err = parseFlags([]string{"-start", "3", "-node-args", "--log-level warn"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.start != 3 || o.nodeArgs != "--log-level warn" || !names["failover"] || names["rss"] {
+		t.Errorf("-start 3: start %d node-args %q, names %v", o.start, o.nodeArgs, names)
 	}
 	o, names, err = parseFlags(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.urls) != 1 || o.urls[0] != o.url || names["failover"] {
-		t.Errorf("single node: urls %q, names %v", o.urls, names)
+	if len(o.urls) != 1 || o.urls[0] != o.url || o.start != 0 || names["failover"] {
+		t.Errorf("single node: urls %q, start %d, names %v", o.urls, o.start, names)
 	}
-	for _, bad := range [][]string{{"-node-pids", "n1"}, {"-node-pids", "n1=x"}, {"-timer-batch", "300"}, {"-scenario", "nope"}} {
+	for _, bad := range [][]string{{"-start", "-1"}, {"-start", "3", "-urls", "http://x"}, {"-timer-batch", "300"}, {"-scenario", "nope"}} {
 		if _, _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -160,9 +165,19 @@ func TestClientsPick(t *testing.T) {
 	}
 }
 
-func TestCheckNodePIDRefusesOthers(t *testing.T) {
-	// PID 1 is never a queen-node of this run.
-	if err := checkNodePID(1, "n1"); err == nil {
-		t.Error("checkNodePID(1) accepted")
+// TestStartOneNode runs bench the way scripts/bench.sh does: it builds
+// queen-node, starts one throwaway node itself, runs a short scenario
+// against it and stops the node.
+func TestStartOneNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a node; skipped with -short")
+	}
+	var stdout, stderr bytes.Buffer
+	rc := run([]string{"-start", "1", "-scenario", "latency", "-duration", "1s", "-node-args", "--log-level warn"}, &stdout, &stderr)
+	if rc != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", rc, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "latency") || !strings.Contains(stderr.String(), "bench: node n1 pid ") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 }

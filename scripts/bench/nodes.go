@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
+)
+
+// startNodes starts o.start throwaway nodes (nodeproc: a temp dir, free
+// loopback ports, joined over gossip when more than one) and points o at
+// them. With exactlyOnce the nodes get --kv-read-rate 0 first: the
+// scenario's marker get is a KV read outside a transaction, which a node
+// otherwise limits to 200/s. The returned func stops the nodes (SIGTERM, up
+// to 15 s each, then SIGKILL) and removes the dir unless -keep-data.
+func startNodes(ctx context.Context, o *options, exactlyOnce bool, stderr io.Writer) (func(), error) {
+	work, err := os.MkdirTemp("", "qn-bench.")
+	if err != nil {
+		return nil, err
+	}
+	removeWork := func() {
+		if o.keepData {
+			fmt.Fprintf(stderr, "bench: kept %s\n", work)
+		} else {
+			os.RemoveAll(work)
+		}
+	}
+	bin, err := nodeproc.Binary(ctx, o.bin, work)
+	if err != nil {
+		removeWork()
+		return nil, err
+	}
+	if o.bin == "" && os.Getenv("QN_BIN") == "" {
+		rev, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
+		fmt.Fprintf(stderr, "bench: node built from the working tree at %s\n", orUnknown(strings.TrimSpace(string(rev))))
+	}
+	var flags []string
+	if exactlyOnce {
+		flags = append(flags, "--kv-read-rate", "0")
+		fmt.Fprintln(stderr, "bench: exactly-once selected: starting the node(s) with --kv-read-rate 0 (unlimited KV reads outside transactions; the default is 200/s)")
+	}
+	flags = append(flags, strings.Fields(o.nodeArgs)...)
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
+	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf})
+	if err != nil {
+		removeWork()
+		return nil, err
+	}
+	o.cluster, o.urls = c, c.URLs()
+	o.url = o.urls[0]
+	for _, n := range c.Nodes() {
+		fmt.Fprintf(stderr, "bench: node %s pid %d on %s, data %s\n", n.ID(), n.PID(), n.URL(), n.DataDir())
+	}
+	if o.start == 1 {
+		n := c.Nodes()[0]
+		o.pid, o.dataDir = n.PID(), n.DataDir() // for rss
+	}
+	return func() {
+		for _, n := range c.Running() {
+			if _, _, err := n.Terminate(15 * time.Second); err != nil {
+				fmt.Fprintln(stderr, "bench:", err)
+			}
+		}
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+		}
+		removeWork()
+	}, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+// warnLine is a WARN or ERROR line of a node's log.
+var warnLine = regexp.MustCompile(`level=(WARN|ERROR)`)
+
+// checkNodes reports whether every node bench started still runs; it
+// prints the end of the log of one that does not, and the first WARN and
+// ERROR lines of every node's log.
+func checkNodes(c *nodeproc.Cluster, stderr io.Writer) bool {
+	ok := true
+	for _, n := range c.Nodes() {
+		if !n.Running() {
+			fmt.Fprintf(stderr, "bench: node %s is not running after the run (%v); last log lines:\n%s", n.ID(), n.ExitErr(), n.Tail(20))
+			ok = false
+		}
+		var first []string
+		count := 0
+		f, err := os.Open(n.LogPath())
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if warnLine.Match(sc.Bytes()) {
+				if count++; count <= 5 {
+					first = append(first, sc.Text())
+				}
+			}
+		}
+		f.Close()
+		if count > 0 {
+			fmt.Fprintf(stderr, "bench: node %s logged %d WARN/ERROR lines; first ones:\n%s\n", n.ID(), count, strings.Join(first, "\n"))
+		}
+	}
+	return ok
+}
