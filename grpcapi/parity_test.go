@@ -32,6 +32,10 @@ func TestValidationParity(t *testing.T) {
 		}
 	}
 	put := pb.KvOpKind_KV_OP_KIND_PUT
+	timers := func(ops ...*pb.TimerOp) func(context.Context) error {
+		return func(ctx context.Context) error { _, err := c.Timers(ctx, &pb.TimersRequest{Operations: ops}); return err }
+	}
+	sched := pb.TimerOpKind_TIMER_OP_KIND_SCHEDULE
 	cases := []struct {
 		name, path, body string
 		status           int
@@ -94,6 +98,12 @@ func TestValidationParity(t *testing.T) {
 				_, err := c.ExtendLease(ctx, &pb.ExtendLeaseRequest{LeaseId: "l1", Seconds: 700000})
 				return err
 			}},
+		{"timer without delay", "/api/v1/timers", `{"operations":[{"op":"schedule","queue":"parity","timerKey":"k","txn":"t","payload":"e30="}]}`, 400,
+			timers(&pb.TimerOp{Op: sched, Queue: "parity", TimerKey: "k", Txn: "t", Payload: []byte("{}")})},
+		{"timer key twice", "/api/v1/timers", `[{"op":"cancel","queue":"parity","timerKey":"k"},{"op":"cancel","queue":"parity","timerKey":"k"}]`, 400,
+			timers(&pb.TimerOp{Op: pb.TimerOpKind_TIMER_OP_KIND_CANCEL, Queue: "parity", TimerKey: "k"}, &pb.TimerOp{Op: pb.TimerOpKind_TIMER_OP_KIND_CANCEL, Queue: "parity", TimerKey: "k"})},
+		{"timer beyond the horizon", "/api/v1/timers", `{"operations":[{"op":"schedule","queue":"parity","timerKey":"k","txn":"t","payload":"e30=","delayMs":7862400001}]}`, 403,
+			timers(&pb.TimerOp{Op: sched, Queue: "parity", TimerKey: "k", Txn: "t", Payload: []byte("{}"), DelayMs: proto.Float64(7862400001)})},
 		{"configure negative lease", "/api/v1/configure", `{"queue":"parity","options":{"leaseTime":-1}}`, 400,
 			func(ctx context.Context) error {
 				_, err := c.Configure(ctx, &pb.ConfigureRequest{Queue: "parity", Options: &pb.QueueOptions{LeaseTime: proto.Int64(-1)}})
@@ -113,8 +123,12 @@ func TestValidationParity(t *testing.T) {
 			}
 			err := tc.grpc(ctxT(t))
 			st := status.Convert(err)
-			if st.Code() != codes.InvalidArgument {
-				t.Fatalf("gRPC: %v, want INVALID_ARGUMENT (HTTP said %s)", err, body)
+			want := codes.InvalidArgument
+			if tc.status == http.StatusForbidden { // refused for good: the same kind on both wires
+				want = codes.FailedPrecondition
+			}
+			if st.Code() != want {
+				t.Fatalf("gRPC: %v, want %v (HTTP said %v)", err, want, body)
 			}
 			if want := body["reason"]; want != nil && reasonOf(st) != want {
 				t.Errorf("gRPC reason %q, HTTP reason %q", reasonOf(st), want)
