@@ -33,7 +33,10 @@ func TestValidationParity(t *testing.T) {
 	}
 	put := pb.KvOpKind_KV_OP_KIND_PUT
 	timers := func(ops ...*pb.TimerOp) func(context.Context) error {
-		return func(ctx context.Context) error { _, err := c.Timers(ctx, &pb.TimersRequest{Operations: ops}); return err }
+		return func(ctx context.Context) error {
+			_, err := c.Timers(ctx, &pb.TimersRequest{Operations: ops})
+			return err
+		}
 	}
 	sched := pb.TimerOpKind_TIMER_OP_KIND_SCHEDULE
 	cases := []struct {
