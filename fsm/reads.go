@@ -279,6 +279,20 @@ func (rd *Reader) KV(op *command.KVOp, now int64) *command.KVResult {
 	return kvstore.Read(rd.r, op, now)
 }
 
+// KVReads answers a call of read-only KV ops at time now from this one
+// view, or refuses it (KV_DISABLED) when the operator's switch is off, as
+// apply refuses writes.
+func (rd *Reader) KVReads(ops []*command.KVOp, now int64) *command.KVBatchResult {
+	if rd.Meta().KvDisabled {
+		return &command.KVBatchResult{Reason: command.Reason_KV_DISABLED, FailedIndex: -1}
+	}
+	res := &command.KVBatchResult{Ok: true, FailedIndex: -1, Results: make([]*command.KVResult, 0, len(ops))}
+	for _, op := range ops {
+		res.Results = append(res.Results, rd.KV(op, now))
+	}
+	return res
+}
+
 // SweepDue reports whether a sweep entry would collect anything at now.
 func (rd *Reader) SweepDue(now int64) bool {
 	if k, _ := rd.r.Cursor(bGraveyard).First(); k != nil {

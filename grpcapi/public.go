@@ -314,16 +314,9 @@ func (s *Public) readKV(ctx context.Context, ops []*command.KVOp) (*command.KVBa
 	if err := s.rules.AllowKVRead(); err != nil {
 		return nil, err
 	}
-	res := &command.KVBatchResult{Ok: true, FailedIndex: -1}
+	var res *command.KVBatchResult
 	err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
-		if !rd.Switches().KvEnabled {
-			res = &command.KVBatchResult{Reason: command.Reason_KV_DISABLED}
-			return nil
-		}
-		now := s.node.Now()
-		for _, op := range ops {
-			res.Results = append(res.Results, rd.KV(op, now))
-		}
+		res = rd.KVReads(ops, s.node.Now())
 		return nil
 	})
 	return res, err

@@ -177,6 +177,45 @@ func asObject(raw []byte) (object, bool) {
 	return o, true
 }
 
+// opsOf reads a body of ops, a bare array or {"operations":[...]} (the KV
+// and timer routes); notArray refuses an operations member that is no array.
+func opsOf(body []byte, notArray error) ([]jsontext.Value, error) {
+	if kindOf(body) == '[' {
+		var raws []jsontext.Value
+		if err := unmarshal(body, &raws); err != nil {
+			return nil, request.Bad("Invalid JSON: " + err.Error())
+		}
+		return raws, nil
+	}
+	o, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	raws, ok := array(o["operations"])
+	if !ok {
+		return nil, notArray
+	}
+	return raws, nil
+}
+
+// eachOp decodes every element of an ops array, which must be an object
+// (notObject refuses one that is not).
+func eachOp[T any](raws []jsontext.Value, notObject func(i int) error, decode func(i int, o object) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(raws))
+	for i, raw := range raws {
+		o, ok := asObject(raw)
+		if !ok {
+			return nil, notObject(i)
+		}
+		v, err := decode(i, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // optString decodes an optional string member: absent and null are "",
 // anything but a string is the error msg.
 func optString(raw jsontext.Value, msg string) (string, error) {

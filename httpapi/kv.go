@@ -13,22 +13,8 @@ import (
 
 // decodeKVOps checks each KV op's members' JSON types (spec §4.7).
 func decodeKVOps(raws []jsontext.Value) ([]request.KVOp, error) {
-	if len(raws) > request.MaxKVOpsPerCall {
-		return nil, request.KVBad("kv_too_many_ops", "too many ops per call")
-	}
-	ops := make([]request.KVOp, 0, len(raws))
-	for i, raw := range raws {
-		o, ok := asObject(raw)
-		if !ok {
-			return nil, request.KVBad("kv_bad_op", request.KVOpAt(i)+"must be an object")
-		}
-		op, err := decodeKVOp(i, o)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, op)
-	}
-	return ops, nil
+	return eachOp(raws, func(i int) error { return request.KVBad("kv_bad_op", request.KVOpAt(i)+"must be an object") },
+		decodeKVOp)
 }
 
 func decodeKVOp(i int, o object) (request.KVOp, error) {
@@ -129,20 +115,9 @@ func (a *API) kvBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func decodeKVBody(body []byte) ([]request.KVOp, error) {
-	var raws []jsontext.Value
-	if kindOf(body) == '[' {
-		if err := unmarshal(body, &raws); err != nil {
-			return nil, request.Bad("Invalid JSON: " + err.Error())
-		}
-	} else {
-		o, err := parseObject(body)
-		if err != nil {
-			return nil, err
-		}
-		var ok bool
-		if raws, ok = array(o["operations"]); !ok {
-			return nil, request.KVBad("kv_bad_request", "operations must be an array")
-		}
+	raws, err := opsOf(body, request.KVBad("kv_bad_request", "operations must be an array"))
+	if err != nil {
+		return nil, err
 	}
 	return decodeKVOps(raws)
 }
@@ -191,16 +166,9 @@ func renderKVBatch(w http.ResponseWriter, kr *command.KVBatchResult) {
 // readKV answers read-only ops from one view, which also says whether the
 // operator's kill switch is on (writes are refused by apply).
 func (a *API) readKV(r *http.Request, ops []*command.KVOp) (*command.KVBatchResult, error) {
-	res := &command.KVBatchResult{Ok: true, FailedIndex: -1}
+	var res *command.KVBatchResult
 	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		if !rd.Switches().KvEnabled {
-			res = &command.KVBatchResult{Reason: command.Reason_KV_DISABLED}
-			return nil
-		}
-		now := a.b.Now()
-		for _, op := range ops {
-			res.Results = append(res.Results, rd.KV(op, now))
-		}
+		res = rd.KVReads(ops, a.b.Now())
 		return nil
 	})
 	return res, err

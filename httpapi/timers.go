@@ -19,19 +19,8 @@ import (
 // travels as base64 (of the message body's bytes, compressed when
 // payloadZstd says so).
 func decodeTimerOps(raws []jsontext.Value) ([]request.TimerOp, error) {
-	ops := make([]request.TimerOp, 0, len(raws))
-	for i, raw := range raws {
-		o, ok := asObject(raw)
-		if !ok {
-			return nil, request.TimersBad("timers_bad_op", request.KVOpAt(i)+"must be an object")
-		}
-		op, err := decodeTimerOp(i, o)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, op)
-	}
-	return ops, nil
+	return eachOp(raws, func(i int) error { return request.TimersBad("timers_bad_op", request.KVOpAt(i)+"must be an object") },
+		decodeTimerOp)
 }
 
 func decodeTimerOp(i int, o object) (request.TimerOp, error) {
@@ -156,20 +145,9 @@ func (a *API) timersPost(w http.ResponseWriter, r *http.Request) {
 }
 
 func decodeTimersBody(body []byte) ([]request.TimerOp, error) {
-	var raws []jsontext.Value
-	if kindOf(body) == '[' {
-		if err := unmarshal(body, &raws); err != nil {
-			return nil, request.Bad("Invalid JSON: " + err.Error())
-		}
-	} else {
-		o, err := parseObject(body)
-		if err != nil {
-			return nil, err
-		}
-		var ok bool
-		if raws, ok = array(o["operations"]); !ok {
-			return nil, request.TimersBad("timers_bad_request", "operations must be an array")
-		}
+	raws, err := opsOf(body, request.TimersBad("timers_bad_request", "operations must be an array"))
+	if err != nil {
+		return nil, err
 	}
 	return decodeTimerOps(raws)
 }
