@@ -186,6 +186,17 @@ func (f *fakeBackend) defaultApply(cmd *command.Command) proto.Message {
 		return &command.ExtendResult{Success: true, ExpiresUs: f.now + b.ExtendLease.Seconds*1e6}
 	case *command.Command_DeleteQueue:
 		return &command.DeleteQueueResult{}
+	case *command.Command_Timers:
+		res := &command.TimerBatchResult{}
+		for i, op := range b.Timers.Ops {
+			r := &command.TimerResult{Ok: true, Status: command.TimerResult_SCHEDULED, Queue: op.Queue, TimerKey: op.TimerKey,
+				Txn: op.Txn, MessageId: op.MessageId, DeliverAtUs: f.now + op.DelayUs, OpIndex: uint32(i)}
+			if op.Kind == command.TimerOp_CANCEL {
+				r.Ok, r.Status = false, command.TimerResult_ABSENT
+			}
+			res.Results = append(res.Results, r)
+		}
+		return res
 	}
 	return &command.Response{}
 }

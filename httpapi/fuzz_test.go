@@ -118,6 +118,7 @@ func checkCommand(t *testing.T, cmd *command.Command) {
 			}
 		}
 		checkKVOps(t, in.Kv)
+		checkTimerOps(t, in.Timers)
 	case *command.Command_Kv:
 		if len(b.Kv.Ops) == 0 {
 			t.Fatal("a KV entry with no ops")
@@ -140,6 +141,11 @@ func checkCommand(t *testing.T, cmd *command.Command) {
 		if s := b.ExtendLease.Seconds; s < 1 || s > 7*24*3600 {
 			t.Fatalf("extend by %d seconds", s)
 		}
+	case *command.Command_Timers:
+		if len(b.Timers.Ops) == 0 {
+			t.Fatal("a timer entry with no ops")
+		}
+		checkTimerOps(t, b.Timers.Ops)
 	default:
 		t.Fatalf("unexpected command %T", cmd.Body)
 	}
@@ -237,6 +243,27 @@ func checkKVOps(t *testing.T, ops []*command.KVOp) {
 				t.Fatalf("kv op %d: a second write to %s/%s", i, op.Ns, op.Key)
 			}
 			written[k] = true
+		}
+	}
+}
+
+func checkTimerOps(t *testing.T, ops []*command.TimerOp) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, op := range ops {
+		if op.Queue == "" || op.TimerKey == "" || request.CheckName("queue", op.Queue) != nil || request.CheckName("timerKey", op.TimerKey) != nil {
+			t.Fatalf("timer op %d: queue %q, key %q", i, op.Queue, op.TimerKey)
+		}
+		if k := op.Queue + "\x00" + op.TimerKey; seen[k] {
+			t.Fatalf("timer op %d: (%q, %q) twice", i, op.Queue, op.TimerKey)
+		} else {
+			seen[k] = true
+		}
+		if op.Kind == command.TimerOp_CANCEL {
+			continue
+		}
+		if len(op.MessageId) != 16 || op.Txn == "" || !json.Valid(op.Payload) || op.DelayUs > int64(request.MaxSeconds)*1e6 {
+			t.Fatalf("timer op %d: %v", i, op)
 		}
 	}
 }
@@ -423,6 +450,39 @@ func FuzzKVBody(f *testing.F) {
 		// The same bytes as a path-route body.
 		r.send(t, "PUT", "/api/v1/kv/charges/charge:ORD-1", body)
 		r.send(t, "DELETE", "/api/v1/kv/charges/charge:ORD-1", body)
+	})
+}
+
+func FuzzTimersBody(f *testing.F) {
+	addSeeds(f, commonSeeds...)
+	addSeeds(f,
+		// addendum §1.2, §2
+		`{"operations":[{"op":"schedule","queue":"bookings","timerKey":"hold:1","delayMs":900000,"txn":"release-1","payload":"eyJiIjoxfQ=="}]}`,
+		`[{"op":"reschedule","queue":"q","timerKey":"k","partition":"p","delayMs":-5,"txn":"t","payload":"","encrypted":"yes"}]`,
+		`[{"op":"schedule","queue":"q","timerKey":"k","delayMs":1.5,"txn":"t","payload":"KLUv/SAAAQAA","payloadZstd":true}]`,
+		`[{"op":"cancel","queue":"q","timerKey":"k","txn":"echo"},{"op":"cancel","queue":"q","timerKey":"k2"}]`,
+		`[{"op":"cancel","queue":"q","timerKey":"k"},{"op":"cancel","queue":"q","timerKey":"k"}]`,
+		`[{"op":"schedule","queue":"q","timerKey":"k","delayMs":1,"txn":"t","payload":"e30=","messageId":"x"}]`,
+		`[{"op":"schedule","queue":"q","timerKey":"k","delayMs":99999999999,"txn":"t","payload":"e30="}]`,
+		`[{"op":"schedule","queue":"q","timerKey":"k","txn":"t","payload":"!!"}]`,
+		`{"operations":{}}`,
+	)
+	r := newFuzzRig(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := r.send(t, "POST", "/api/v1/timers", body)
+		if rec.Code == http.StatusOK {
+			var out struct{ Results []json.RawMessage }
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+				t.Fatalf("200 from /timers is not an object: %s", rec.Body.String())
+			}
+			ops := jsonArrayLen(body)
+			if ops < 0 {
+				ops = memberArrayLen(body, "operations")
+			}
+			if len(out.Results) != ops {
+				t.Fatalf("%d results for %d ops: %s", len(out.Results), ops, rec.Body.String())
+			}
+		}
 	})
 }
 
