@@ -298,7 +298,7 @@ func (x KVResult_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVResult_Reason.Descriptor instead.
 func (KVResult_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{17, 0}
+	return file_command_results_proto_rawDescGZIP(), []int{16, 0}
 }
 
 type PushItemResult struct {
@@ -1296,7 +1296,7 @@ type ConfigureResult struct {
 	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
 	Namespace     string                 `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Task          string                 `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`
-	Options       *QueueOptionsOut       `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"`
+	Options       *QueueOptions          `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"` // every option, as stored
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1366,168 +1366,11 @@ func (x *ConfigureResult) GetTask() string {
 	return ""
 }
 
-func (x *ConfigureResult) GetOptions() *QueueOptionsOut {
+func (x *ConfigureResult) GetOptions() *QueueOptions {
 	if x != nil {
 		return x.Options
 	}
 	return nil
-}
-
-// QueueOptionsOut mirrors QueueOptions with every field present.
-type QueueOptionsOut struct {
-	state                     protoimpl.MessageState `protogen:"open.v1"`
-	LeaseTime                 int64                  `protobuf:"varint,1,opt,name=lease_time,json=leaseTime,proto3" json:"lease_time,omitempty"`
-	RetryLimit                int64                  `protobuf:"varint,2,opt,name=retry_limit,json=retryLimit,proto3" json:"retry_limit,omitempty"`
-	RetryDelay                int64                  `protobuf:"varint,3,opt,name=retry_delay,json=retryDelay,proto3" json:"retry_delay,omitempty"`
-	MaxSize                   int64                  `protobuf:"varint,4,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`
-	DelayedProcessing         int64                  `protobuf:"varint,5,opt,name=delayed_processing,json=delayedProcessing,proto3" json:"delayed_processing,omitempty"`
-	WindowBuffer              int64                  `protobuf:"varint,6,opt,name=window_buffer,json=windowBuffer,proto3" json:"window_buffer,omitempty"`
-	Priority                  int64                  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	Ttl                       int64                  `protobuf:"varint,8,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	RetentionEnabled          bool                   `protobuf:"varint,9,opt,name=retention_enabled,json=retentionEnabled,proto3" json:"retention_enabled,omitempty"`
-	RetentionSeconds          int64                  `protobuf:"varint,10,opt,name=retention_seconds,json=retentionSeconds,proto3" json:"retention_seconds,omitempty"`
-	CompletedRetentionSeconds int64                  `protobuf:"varint,11,opt,name=completed_retention_seconds,json=completedRetentionSeconds,proto3" json:"completed_retention_seconds,omitempty"`
-	MaxWaitTimeSeconds        int64                  `protobuf:"varint,12,opt,name=max_wait_time_seconds,json=maxWaitTimeSeconds,proto3" json:"max_wait_time_seconds,omitempty"`
-	DeadLetterQueue           bool                   `protobuf:"varint,13,opt,name=dead_letter_queue,json=deadLetterQueue,proto3" json:"dead_letter_queue,omitempty"`
-	DlqAfterMaxRetries        bool                   `protobuf:"varint,14,opt,name=dlq_after_max_retries,json=dlqAfterMaxRetries,proto3" json:"dlq_after_max_retries,omitempty"`
-	EncryptionEnabled         bool                   `protobuf:"varint,15,opt,name=encryption_enabled,json=encryptionEnabled,proto3" json:"encryption_enabled,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
-}
-
-func (x *QueueOptionsOut) Reset() {
-	*x = QueueOptionsOut{}
-	mi := &file_command_results_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *QueueOptionsOut) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*QueueOptionsOut) ProtoMessage() {}
-
-func (x *QueueOptionsOut) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use QueueOptionsOut.ProtoReflect.Descriptor instead.
-func (*QueueOptionsOut) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *QueueOptionsOut) GetLeaseTime() int64 {
-	if x != nil {
-		return x.LeaseTime
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetRetryLimit() int64 {
-	if x != nil {
-		return x.RetryLimit
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetRetryDelay() int64 {
-	if x != nil {
-		return x.RetryDelay
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetMaxSize() int64 {
-	if x != nil {
-		return x.MaxSize
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetDelayedProcessing() int64 {
-	if x != nil {
-		return x.DelayedProcessing
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetWindowBuffer() int64 {
-	if x != nil {
-		return x.WindowBuffer
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetPriority() int64 {
-	if x != nil {
-		return x.Priority
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetTtl() int64 {
-	if x != nil {
-		return x.Ttl
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetRetentionEnabled() bool {
-	if x != nil {
-		return x.RetentionEnabled
-	}
-	return false
-}
-
-func (x *QueueOptionsOut) GetRetentionSeconds() int64 {
-	if x != nil {
-		return x.RetentionSeconds
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetCompletedRetentionSeconds() int64 {
-	if x != nil {
-		return x.CompletedRetentionSeconds
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetMaxWaitTimeSeconds() int64 {
-	if x != nil {
-		return x.MaxWaitTimeSeconds
-	}
-	return 0
-}
-
-func (x *QueueOptionsOut) GetDeadLetterQueue() bool {
-	if x != nil {
-		return x.DeadLetterQueue
-	}
-	return false
-}
-
-func (x *QueueOptionsOut) GetDlqAfterMaxRetries() bool {
-	if x != nil {
-		return x.DlqAfterMaxRetries
-	}
-	return false
-}
-
-func (x *QueueOptionsOut) GetEncryptionEnabled() bool {
-	if x != nil {
-		return x.EncryptionEnabled
-	}
-	return false
 }
 
 type DeleteQueueResult struct {
@@ -1539,7 +1382,7 @@ type DeleteQueueResult struct {
 
 func (x *DeleteQueueResult) Reset() {
 	*x = DeleteQueueResult{}
-	mi := &file_command_results_proto_msgTypes[14]
+	mi := &file_command_results_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1394,7 @@ func (x *DeleteQueueResult) String() string {
 func (*DeleteQueueResult) ProtoMessage() {}
 
 func (x *DeleteQueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[14]
+	mi := &file_command_results_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1407,7 @@ func (x *DeleteQueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResult.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{14}
+	return file_command_results_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteQueueResult) GetExisted() bool {
@@ -1587,7 +1430,7 @@ type SweepResult struct {
 
 func (x *SweepResult) Reset() {
 	*x = SweepResult{}
-	mi := &file_command_results_proto_msgTypes[15]
+	mi := &file_command_results_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1442,7 @@ func (x *SweepResult) String() string {
 func (*SweepResult) ProtoMessage() {}
 
 func (x *SweepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[15]
+	mi := &file_command_results_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1455,7 @@ func (x *SweepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepResult.ProtoReflect.Descriptor instead.
 func (*SweepResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{15}
+	return file_command_results_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SweepResult) GetLeases() uint32 {
@@ -1664,7 +1507,7 @@ type KVRow struct {
 
 func (x *KVRow) Reset() {
 	*x = KVRow{}
-	mi := &file_command_results_proto_msgTypes[16]
+	mi := &file_command_results_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1519,7 @@ func (x *KVRow) String() string {
 func (*KVRow) ProtoMessage() {}
 
 func (x *KVRow) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[16]
+	mi := &file_command_results_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1532,7 @@ func (x *KVRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVRow.ProtoReflect.Descriptor instead.
 func (*KVRow) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{16}
+	return file_command_results_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVRow) GetKey() string {
@@ -1756,7 +1599,7 @@ type KVResult struct {
 
 func (x *KVResult) Reset() {
 	*x = KVResult{}
-	mi := &file_command_results_proto_msgTypes[17]
+	mi := &file_command_results_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1611,7 @@ func (x *KVResult) String() string {
 func (*KVResult) ProtoMessage() {}
 
 func (x *KVResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[17]
+	mi := &file_command_results_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1624,7 @@ func (x *KVResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVResult.ProtoReflect.Descriptor instead.
 func (*KVResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{17}
+	return file_command_results_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVResult) GetKind() KVOp_Kind {
@@ -1894,7 +1737,7 @@ type KVBatchResult struct {
 
 func (x *KVBatchResult) Reset() {
 	*x = KVBatchResult{}
-	mi := &file_command_results_proto_msgTypes[18]
+	mi := &file_command_results_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +1749,7 @@ func (x *KVBatchResult) String() string {
 func (*KVBatchResult) ProtoMessage() {}
 
 func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[18]
+	mi := &file_command_results_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +1762,7 @@ func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatchResult.ProtoReflect.Descriptor instead.
 func (*KVBatchResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{18}
+	return file_command_results_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVBatchResult) GetOk() bool {
@@ -1963,7 +1806,7 @@ type SwitchesResult struct {
 
 func (x *SwitchesResult) Reset() {
 	*x = SwitchesResult{}
-	mi := &file_command_results_proto_msgTypes[19]
+	mi := &file_command_results_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +1818,7 @@ func (x *SwitchesResult) String() string {
 func (*SwitchesResult) ProtoMessage() {}
 
 func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[19]
+	mi := &file_command_results_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +1831,7 @@ func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchesResult.ProtoReflect.Descriptor instead.
 func (*SwitchesResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{19}
+	return file_command_results_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SwitchesResult) GetPushMaintenance() bool {
@@ -2037,7 +1880,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_command_results_proto_msgTypes[20]
+	mi := &file_command_results_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +1892,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[20]
+	mi := &file_command_results_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +1905,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{20}
+	return file_command_results_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Replay) GetOutcome() *StoredOutcome {
@@ -2102,7 +1945,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_command_results_proto_msgTypes[21]
+	mi := &file_command_results_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +1957,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[21]
+	mi := &file_command_results_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +1970,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{21}
+	return file_command_results_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Response) GetIndex() uint64 {
@@ -2478,34 +2321,14 @@ const file_command_results_proto_rawDesc = "" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"expires_us\x18\x03 \x01(\x03R\texpiresUs\"\xd4\x01\n" +
+	"expires_us\x18\x03 \x01(\x03R\texpiresUs\"\xd1\x01\n" +
 	"\x0fConfigureResult\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\fR\aqueueId\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\fR\vpartitionId\x12\x14\n" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04task\x18\x05 \x01(\tR\x04task\x12;\n" +
-	"\aoptions\x18\x06 \x01(\v2!.queen.command.v1.QueueOptionsOutR\aoptions\"\xea\x04\n" +
-	"\x0fQueueOptionsOut\x12\x1d\n" +
-	"\n" +
-	"lease_time\x18\x01 \x01(\x03R\tleaseTime\x12\x1f\n" +
-	"\vretry_limit\x18\x02 \x01(\x03R\n" +
-	"retryLimit\x12\x1f\n" +
-	"\vretry_delay\x18\x03 \x01(\x03R\n" +
-	"retryDelay\x12\x19\n" +
-	"\bmax_size\x18\x04 \x01(\x03R\amaxSize\x12-\n" +
-	"\x12delayed_processing\x18\x05 \x01(\x03R\x11delayedProcessing\x12#\n" +
-	"\rwindow_buffer\x18\x06 \x01(\x03R\fwindowBuffer\x12\x1a\n" +
-	"\bpriority\x18\a \x01(\x03R\bpriority\x12\x10\n" +
-	"\x03ttl\x18\b \x01(\x03R\x03ttl\x12+\n" +
-	"\x11retention_enabled\x18\t \x01(\bR\x10retentionEnabled\x12+\n" +
-	"\x11retention_seconds\x18\n" +
-	" \x01(\x03R\x10retentionSeconds\x12>\n" +
-	"\x1bcompleted_retention_seconds\x18\v \x01(\x03R\x19completedRetentionSeconds\x121\n" +
-	"\x15max_wait_time_seconds\x18\f \x01(\x03R\x12maxWaitTimeSeconds\x12*\n" +
-	"\x11dead_letter_queue\x18\r \x01(\bR\x0fdeadLetterQueue\x121\n" +
-	"\x15dlq_after_max_retries\x18\x0e \x01(\bR\x12dlqAfterMaxRetries\x12-\n" +
-	"\x12encryption_enabled\x18\x0f \x01(\bR\x11encryptionEnabled\"-\n" +
+	"\x04task\x18\x05 \x01(\tR\x04task\x128\n" +
+	"\aoptions\x18\x06 \x01(\v2\x1e.queen.command.v1.QueueOptionsR\aoptions\"-\n" +
 	"\x11DeleteQueueResult\x12\x18\n" +
 	"\aexisted\x18\x01 \x01(\bR\aexisted\"\x87\x01\n" +
 	"\vSweepResult\x12\x16\n" +
@@ -2606,7 +2429,7 @@ func file_command_results_proto_rawDescGZIP() []byte {
 }
 
 var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_command_results_proto_goTypes = []any{
 	(Reason)(0),                // 0: queen.command.v1.Reason
 	(PushItemResult_Status)(0), // 1: queen.command.v1.PushItemResult.Status
@@ -2626,16 +2449,16 @@ var file_command_results_proto_goTypes = []any{
 	(*TxnResult)(nil),          // 15: queen.command.v1.TxnResult
 	(*ExtendResult)(nil),       // 16: queen.command.v1.ExtendResult
 	(*ConfigureResult)(nil),    // 17: queen.command.v1.ConfigureResult
-	(*QueueOptionsOut)(nil),    // 18: queen.command.v1.QueueOptionsOut
-	(*DeleteQueueResult)(nil),  // 19: queen.command.v1.DeleteQueueResult
-	(*SweepResult)(nil),        // 20: queen.command.v1.SweepResult
-	(*KVRow)(nil),              // 21: queen.command.v1.KVRow
-	(*KVResult)(nil),           // 22: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),      // 23: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),     // 24: queen.command.v1.SwitchesResult
-	(*Replay)(nil),             // 25: queen.command.v1.Replay
-	(*Response)(nil),           // 26: queen.command.v1.Response
-	(*MessageRecord)(nil),      // 27: queen.command.v1.MessageRecord
+	(*DeleteQueueResult)(nil),  // 18: queen.command.v1.DeleteQueueResult
+	(*SweepResult)(nil),        // 19: queen.command.v1.SweepResult
+	(*KVRow)(nil),              // 20: queen.command.v1.KVRow
+	(*KVResult)(nil),           // 21: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),      // 22: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),     // 23: queen.command.v1.SwitchesResult
+	(*Replay)(nil),             // 24: queen.command.v1.Replay
+	(*Response)(nil),           // 25: queen.command.v1.Response
+	(*MessageRecord)(nil),      // 26: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),       // 27: queen.command.v1.QueueOptions
 	(KVOp_Kind)(0),             // 28: queen.command.v1.KVOp.Kind
 	(*StoredOutcome)(nil),      // 29: queen.command.v1.StoredOutcome
 	(*Refusal)(nil),            // 30: queen.command.v1.Refusal
@@ -2644,22 +2467,22 @@ var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
 	5,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
 	7,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	27, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	26, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
 	9,  // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
 	11, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
 	0,  // 7: queen.command.v1.TimerBatchResult.reason:type_name -> queen.command.v1.Reason
 	3,  // 8: queen.command.v1.TxnItemResult.type:type_name -> queen.command.v1.TxnItemResult.Type
-	22, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
+	21, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
 	11, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
 	14, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
-	22, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	18, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptionsOut
+	21, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
+	27, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
 	28, // 15: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
 	4,  // 16: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
-	21, // 17: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
-	22, // 18: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
+	20, // 17: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
+	21, // 18: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
 	0,  // 19: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
 	29, // 20: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
 	6,  // 21: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
@@ -2668,11 +2491,11 @@ var file_command_results_proto_depIdxs = []int32{
 	15, // 24: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
 	16, // 25: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
 	17, // 26: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
-	19, // 27: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
-	20, // 28: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
-	23, // 29: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
-	24, // 30: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
-	25, // 31: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
+	18, // 27: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
+	19, // 28: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
+	22, // 29: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
+	23, // 30: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
+	24, // 31: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
 	30, // 32: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
 	12, // 33: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
 	13, // 34: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
@@ -2690,7 +2513,7 @@ func file_command_results_proto_init() {
 	}
 	file_command_records_proto_init()
 	file_command_commands_proto_init()
-	file_command_results_proto_msgTypes[21].OneofWrappers = []any{
+	file_command_results_proto_msgTypes[20].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
 		(*Response_Ack)(nil),
@@ -2712,7 +2535,7 @@ func file_command_results_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   22,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -30,19 +30,6 @@ func mergeOptions(dst, src *command.QueueOptions) {
 	proto.Merge(dst, src)
 }
 
-// OptionsOut flattens stored options for a result.
-func OptionsOut(o *command.QueueOptions) *command.QueueOptionsOut {
-	return &command.QueueOptionsOut{
-		LeaseTime: o.GetLeaseTime(), RetryLimit: o.GetRetryLimit(), RetryDelay: o.GetRetryDelay(),
-		MaxSize: o.GetMaxSize(), DelayedProcessing: o.GetDelayedProcessing(),
-		WindowBuffer: o.GetWindowBuffer(), Priority: o.GetPriority(), Ttl: o.GetTtl(),
-		RetentionEnabled: o.GetRetentionEnabled(), RetentionSeconds: o.GetRetentionSeconds(),
-		CompletedRetentionSeconds: o.GetCompletedRetentionSeconds(),
-		MaxWaitTimeSeconds:        o.GetMaxWaitTimeSeconds(), DeadLetterQueue: o.GetDeadLetterQueue(),
-		DlqAfterMaxRetries: o.GetDlqAfterMaxRetries(), EncryptionEnabled: o.GetEncryptionEnabled(),
-	}
-}
-
 // leaseSeconds is the lease length of a pop: 0 falls back to 60 (spec §4.1).
 func leaseSeconds(o *command.QueueOptions, override int64) int64 {
 	if override > 0 {
@@ -71,7 +58,7 @@ func applyConfigure(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	c.touch(in.Queue) // a shorter window or delay may make messages deliverable
 	return &command.ConfigureResult{
 		QueueId: qs.rec.Id, PartitionId: ps.rec.Id, Queue: qs.rec.Name,
-		Namespace: qs.rec.Namespace, Task: qs.rec.Task, Options: OptionsOut(qs.rec.Options),
+		Namespace: qs.rec.Namespace, Task: qs.rec.Task, Options: proto.Clone(qs.rec.Options).(*command.QueueOptions),
 	}, true
 }
 

@@ -157,17 +157,8 @@ func kvBatchOut(r *command.KVBatchResult) *queenpb.KvResponse {
 }
 
 func configureOut(r *command.ConfigureResult) *queenpb.ConfigureResponse {
-	o := r.Options
 	return &queenpb.ConfigureResponse{
 		QueueId: uuidStr(r.QueueId), PartitionId: uuidStr(r.PartitionId), Queue: r.Queue,
-		Namespace: r.Namespace, Task: r.Task,
-		Options: &queenpb.QueueOptions{
-			LeaseTime: &o.LeaseTime, RetryLimit: &o.RetryLimit, RetryDelay: &o.RetryDelay, MaxSize: &o.MaxSize,
-			DelayedProcessing: &o.DelayedProcessing, WindowBuffer: &o.WindowBuffer, Priority: &o.Priority,
-			Ttl: &o.Ttl, RetentionEnabled: &o.RetentionEnabled, RetentionSeconds: &o.RetentionSeconds,
-			CompletedRetentionSeconds: &o.CompletedRetentionSeconds, MaxWaitTimeSeconds: &o.MaxWaitTimeSeconds,
-			DeadLetterQueue: &o.DeadLetterQueue, DlqAfterMaxRetries: &o.DlqAfterMaxRetries,
-			EncryptionEnabled: &o.EncryptionEnabled,
-		},
+		Namespace: r.Namespace, Task: r.Task, Options: sameFields(r.Options, &queenpb.QueueOptions{}),
 	}
 }

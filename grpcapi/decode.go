@@ -197,22 +197,17 @@ func timerOps(in []*queenpb.TimerOp) []request.TimerOp {
 	return out
 }
 
-// queueOptions are the public options as the command's: the two messages
-// have the same fields under the same numbers (TestQueueOptionsMatch), so
-// the wire bytes of one are the other.
-func queueOptions(in *queenpb.QueueOptions) (*command.QueueOptions, error) {
-	out := &command.QueueOptions{}
-	if in == nil {
-		return out, nil
+// sameFields copies src into dst, two messages with the same fields under
+// the same numbers (the public and the stored queue options:
+// TestQueueOptionsMatch), through their wire bytes.
+func sameFields[T proto.Message](src proto.Message, dst T) T {
+	if b, err := proto.Marshal(src); err == nil {
+		_ = proto.Unmarshal(b, dst)
 	}
-	b, err := proto.Marshal(in)
-	if err == nil {
-		err = proto.Unmarshal(b, out)
-	}
-	return out, err
+	return dst
 }
 
 func configure(in *queenpb.ConfigureRequest) (request.Configure, error) {
-	opts, err := queueOptions(in.Options)
-	return request.Configure{Queue: in.Queue, Namespace: in.Namespace, Task: in.Task, Options: opts}, err
+	return request.Configure{Queue: in.Queue, Namespace: in.Namespace, Task: in.Task,
+		Options: sameFields(in.Options, &command.QueueOptions{})}, nil
 }

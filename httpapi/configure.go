@@ -85,14 +85,14 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func optionsOut(o *command.QueueOptionsOut) map[string]any {
+func optionsOut(o *command.QueueOptions) map[string]any {
 	return map[string]any{
-		"priority": o.Priority, "leaseTime": o.LeaseTime, "retryLimit": o.RetryLimit,
-		"retryDelay": o.RetryDelay, "maxSize": o.MaxSize, "ttl": o.Ttl,
-		"deadLetterQueue": o.DeadLetterQueue, "dlqAfterMaxRetries": o.DlqAfterMaxRetries,
-		"delayedProcessing": o.DelayedProcessing, "windowBuffer": o.WindowBuffer,
-		"retentionSeconds": o.RetentionSeconds, "completedRetentionSeconds": o.CompletedRetentionSeconds,
-		"retentionEnabled": o.RetentionEnabled, "encryptionEnabled": o.EncryptionEnabled,
-		"maxWaitTimeSeconds": o.MaxWaitTimeSeconds,
+		"priority": o.GetPriority(), "leaseTime": o.GetLeaseTime(), "retryLimit": o.GetRetryLimit(),
+		"retryDelay": o.GetRetryDelay(), "maxSize": o.GetMaxSize(), "ttl": o.GetTtl(),
+		"deadLetterQueue": o.GetDeadLetterQueue(), "dlqAfterMaxRetries": o.GetDlqAfterMaxRetries(),
+		"delayedProcessing": o.GetDelayedProcessing(), "windowBuffer": o.GetWindowBuffer(),
+		"retentionSeconds": o.GetRetentionSeconds(), "completedRetentionSeconds": o.GetCompletedRetentionSeconds(),
+		"retentionEnabled": o.GetRetentionEnabled(), "encryptionEnabled": o.GetEncryptionEnabled(),
+		"maxWaitTimeSeconds": o.GetMaxWaitTimeSeconds(),
 	}
 }

@@ -181,7 +181,7 @@ func (f *fakeBackend) defaultApply(cmd *command.Command) proto.Message {
 	case *command.Command_Configure:
 		c := b.Configure
 		return &command.ConfigureResult{QueueId: fakePartitionID[:], PartitionId: fakePartitionID[:],
-			Queue: c.Queue, Namespace: c.Namespace, Task: c.Task, Options: &command.QueueOptionsOut{LeaseTime: 300, RetryLimit: 3}}
+			Queue: c.Queue, Namespace: c.Namespace, Task: c.Task, Options: &command.QueueOptions{LeaseTime: proto.Int64(300), RetryLimit: proto.Int64(3)}}
 	case *command.Command_ExtendLease:
 		return &command.ExtendResult{Success: true, ExpiresUs: f.now + b.ExtendLease.Seconds*1e6}
 	case *command.Command_DeleteQueue:

@@ -95,7 +95,7 @@ func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 		out = map[string]any{
 			"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
 			"createdAt": isoMillis(q.CreatedUs), "partitions": parts, "totals": statsOut(totals),
-			"options": optionsOut(fsm.OptionsOut(q.Options)),
+			"options": optionsOut(q.Options),
 		}
 		return nil
 	})
