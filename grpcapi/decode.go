@@ -140,7 +140,7 @@ func kvOps(in []*queenpb.KvOp) ([]request.KVOp, error) {
 	out := make([]request.KVOp, len(in))
 	for i, op := range in {
 		if op == nil {
-			return nil, request.KVBad("kv_bad_op", request.KVOpAt(i)+"must be an object")
+			return nil, request.KVBad("kv_bad_op", request.OpAt(i)+"must be an object")
 		}
 		o := request.KVOp{
 			Op: kvOpNames[op.Op], Ns: op.Ns, Key: op.Key, Keys: op.Keys, Prefix: op.Prefix, After: op.After,
@@ -151,7 +151,7 @@ func kvOps(in []*queenpb.KvOp) ([]request.KVOp, error) {
 			o.Op = op.Op.String()
 		}
 		if o.HasValue {
-			v, err := request.JSONValue(request.KVOpAt(i)+"value", op.Value)
+			v, err := request.JSONValue(request.OpAt(i)+"value", op.Value)
 			if err != nil {
 				return nil, request.KVBad("kv_bad_value", err.Error())
 			}

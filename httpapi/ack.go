@@ -11,13 +11,9 @@ import (
 // boolean status (false = failed) is decoded to its word.
 func decodeAck(o object, batch bool) (request.Ack, error) {
 	var in request.Ack
-	var ok bool
-	if in.TransactionID, ok = str(o["transactionId"]); !ok {
-		in.TransactionID = "" // request says what is missing
-	}
-	if in.PartitionID, ok = str(o["partitionId"]); !ok {
-		in.PartitionID = ""
-	}
+	// Not a string reads as missing: request says which is.
+	in.TransactionID, _ = str(o["transactionId"])
+	in.PartitionID, _ = str(o["partitionId"])
 	if in.TransactionID == "" || in.PartitionID == "" {
 		return in, nil
 	}

@@ -13,12 +13,12 @@ import (
 
 // decodeKVOps checks each KV op's members' JSON types (spec §4.7).
 func decodeKVOps(raws []jsontext.Value) ([]request.KVOp, error) {
-	return eachOp(raws, func(i int) error { return request.KVBad("kv_bad_op", request.KVOpAt(i)+"must be an object") },
+	return eachOp(raws, func(i int) error { return request.KVBad("kv_bad_op", request.OpAt(i)+"must be an object") },
 		decodeKVOp)
 }
 
 func decodeKVOp(i int, o object) (request.KVOp, error) {
-	at := request.KVOpAt(i)
+	at := request.OpAt(i)
 	var op request.KVOp
 	var ok bool
 	if op.Op, ok = str(o["op"]); !ok {

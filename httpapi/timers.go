@@ -19,12 +19,12 @@ import (
 // travels as base64 (of the message body's bytes, compressed when
 // payloadZstd says so).
 func decodeTimerOps(raws []jsontext.Value) ([]request.TimerOp, error) {
-	return eachOp(raws, func(i int) error { return request.TimersBad("timers_bad_op", request.KVOpAt(i)+"must be an object") },
+	return eachOp(raws, func(i int) error { return request.TimersBad("timers_bad_op", request.OpAt(i)+"must be an object") },
 		decodeTimerOp)
 }
 
 func decodeTimerOp(i int, o object) (request.TimerOp, error) {
-	at := request.KVOpAt(i)
+	at := request.OpAt(i)
 	var op request.TimerOp
 	for k := range o {
 		op.Fields = append(op.Fields, k)

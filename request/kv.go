@@ -88,8 +88,8 @@ func KVOps(in []KVOp, inTxn bool) ([]*command.KVOp, error) {
 	return ops, nil
 }
 
-// KVOpAt is the "op at index i: " prefix of a KV or timer op's error.
-func KVOpAt(i int) string { return fmt.Sprintf("op at index %d: ", i) }
+// OpAt is the "op at index i: " prefix of a KV or timer op's refusal.
+func OpAt(i int) string { return fmt.Sprintf("op at index %d: ", i) }
 
 // HasKVWrites reports whether any op can change or gate state: such a call
 // is one entry; a call of reads only is a linearizable read.
@@ -103,7 +103,7 @@ func HasKVWrites(ops []*command.KVOp) bool {
 }
 
 func kvOp(i int, in *KVOp, inTxn bool) (*command.KVOp, error) {
-	at := KVOpAt(i)
+	at := OpAt(i)
 	kind, ok := kvKinds[in.Op]
 	if !ok {
 		return nil, KVBad("kv_bad_op", at+"unknown op "+in.Op)

@@ -107,7 +107,7 @@ func TimerListLimit(limit int64) int {
 }
 
 func timerOp(i int, in *TimerOp, standalone bool) (*command.TimerOp, error) {
-	at := KVOpAt(i)
+	at := OpAt(i)
 	for _, k := range in.Fields {
 		if serverOwnedTimerFields[k] || strings.HasPrefix(k, "_") {
 			return nil, &Error{Kind: Invalid, Msg: "timers_server_owned_field", Reason: "timers_server_owned_field",
