@@ -74,7 +74,7 @@ func (t *httpTransport) kv(ctx context.Context, ops []kvOp) (*kvResponse, error)
 		Results []jsonKVResult
 		jsonRefusal
 	}
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/kv", map[string]any{"operations": in}, &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, "/api/v1/kv", map[string]any{"operations": in}, &out); err != nil {
 		return nil, err
 	}
 	res := &kvResponse{OK: out.OK, Reason: out.Reason, FailedIndex: out.FailedIndex}
@@ -129,7 +129,7 @@ func (t *httpTransport) transaction(ctx context.Context, req *txnRequest) (*TxRe
 		}
 		jsonRefusal
 	}
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/transaction", body, &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, "/api/v1/transaction", body, &out); err != nil {
 		return nil, err
 	}
 	res := &TxResult{Committed: out.Success, TransactionID: out.TransactionID}

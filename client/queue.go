@@ -62,7 +62,7 @@ func toPushItem(queue string, m Msg) (pushItem, error) {
 // messages are leased to the caller until it acks them or the lease runs
 // out.
 func (q *Queue) Pop(ctx context.Context, o PopOptions) ([]*Message, error) {
-	return do(ctx, q.c.retry, func(ctx context.Context) ([]*Message, error) { return q.c.t.pop(ctx, q.name, o) })
+	return doWait(ctx, q.c.retry, o.Wait, func(ctx context.Context) ([]*Message, error) { return q.c.t.pop(ctx, q.name, o) })
 }
 
 // Delete removes the queue with its messages, cursors and leases. KV
