@@ -40,28 +40,38 @@ func (t *httpTransport) close() error {
 // call sends one request and decodes a 2xx JSON answer into out; 204 leaves
 // out alone. Anything else is an *Error.
 func (t *httpTransport) call(ctx context.Context, method, path string, body, out any) error {
+	_, err := t.send(ctx, method, path, "", body, out)
+	return err
+}
+
+// send is call with an Idempotency-Key ("" = none); it reports whether the
+// broker answered from the key's record (Idempotent-Replayed: true).
+func (t *httpTransport) send(ctx context.Context, method, path, key string, body, out any) (replayed bool, err error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return false, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, t.base+path, rd)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		return lostOnTheWay(ctx, err)
+		return false, lostOnTheWay(ctx, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return lostOnTheWay(ctx, err)
+		return false, lostOnTheWay(ctx, err)
 	}
 	if resp.StatusCode >= 300 {
 		var eb struct{ Error, Reason, Code, Detail string }
@@ -77,14 +87,14 @@ func (t *httpTransport) call(ctx context.Context, method, path string, body, out
 		if reason == "" {
 			reason = eb.Code
 		}
-		return httpError(resp.StatusCode, msg, reason)
+		return false, httpError(resp.StatusCode, msg, reason)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			return &Error{Status: resp.StatusCode, Code: codes.Internal, Message: "answer does not decode: " + err.Error()}
+			return false, &Error{Status: resp.StatusCode, Code: codes.Internal, Message: "answer does not decode: " + err.Error()}
 		}
 	}
-	return nil
+	return resp.Header.Get("Idempotent-Replayed") == "true", nil
 }
 
 // lostOnTheWay is a request that got no answer. While the caller's context

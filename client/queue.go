@@ -72,6 +72,24 @@ func (q *Queue) Delete(ctx context.Context) error {
 	return err
 }
 
+// QueueStats counts a queue's messages over all its partitions.
+type QueueStats struct {
+	Total      int64 // stored, in any state
+	Pending    int64
+	Processing int64
+	Completed  int64
+	Failed     int64
+	DeadLetter int64
+}
+
+// Stats counts the queue's messages (GET /api/v1/resources/queues/:queue,
+// its totals). It is served by the HTTP API only: queen.v1 has no queue
+// detail, so over gRPC it fails with UNIMPLEMENTED and sends nothing. A
+// queue that does not exist is an *Error with NOT_FOUND.
+func (q *Queue) Stats(ctx context.Context) (*QueueStats, error) {
+	return do(ctx, q.c.retry, func(ctx context.Context) (*QueueStats, error) { return q.c.t.queueStats(ctx, q.name) })
+}
+
 // QueueOption names one option of Configure; options not named keep their
 // value.
 type QueueOption func(*queueOptions)

@@ -94,12 +94,17 @@ func (f *fakeQueen) Push(ctx context.Context, in *pb.PushRequest) (*pb.PushRespo
 
 func fakeGRPC(t *testing.T, script ...codes.Code) (*queen.Client, *fakeQueen) {
 	f := &fakeQueen{script: script}
+	return serveGRPC(t, f), f
+}
+
+// serveGRPC serves a fake queen.v1 and dials it.
+func serveGRPC(t *testing.T, fake pb.QueenServer) *queen.Client {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	pb.RegisterQueenServer(s, f)
+	pb.RegisterQueenServer(s, fake)
 	go s.Serve(l)
 	t.Cleanup(s.Stop)
 	c, err := queen.New("grpc://"+l.Addr().String(), fast)
@@ -107,7 +112,7 @@ func fakeGRPC(t *testing.T, script ...codes.Code) (*queen.Client, *fakeQueen) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c, f
+	return c
 }
 
 func TestGRPCRetryPolicy(t *testing.T) {
