@@ -15,8 +15,10 @@ import (
 // Client talks to a queen-node broker over the Queen HTTP API or over gRPC
 // (queen.v1); both behave the same behind it. It is safe for concurrent
 // use. Every call takes a context; failures the broker calls retryable
-// (HTTP 5xx, gRPC UNAVAILABLE) are retried with exponential backoff and
-// jitter under the RetryPolicy, and nothing else is.
+// (Error.Retryable: HTTP 5xx, gRPC UNAVAILABLE, a connection lost on the
+// way, an Idempotency-Key still in flight) are retried with exponential
+// backoff and jitter under the RetryPolicy, and nothing else is (a rate
+// limit only if the policy says so).
 type Client struct {
 	t     transport
 	retry RetryPolicy

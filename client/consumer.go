@@ -102,7 +102,7 @@ func (c *Consumer) work(ctx, popCtx context.Context, h Handler) error {
 		switch {
 		case popCtx.Err() != nil:
 			return nil
-		case err != nil && !retryable(err):
+		case err != nil && !c.q.c.retry.retries(err):
 			c.Stop()
 			return err
 		case err != nil:

@@ -18,6 +18,8 @@ type Error struct {
 	Message string
 	Reason  string // a machine reason when the broker gave one (kv_bad_namespace, no_leader, ...)
 	grpc    bool
+	// attemptTimedOut: no answer within RetryPolicy.AttemptTimeout.
+	attemptTimedOut bool
 }
 
 func (e *Error) Error() string {
@@ -25,6 +27,8 @@ func (e *Error) Error() string {
 	switch {
 	case e.grpc:
 		where = e.Code.String()
+	case e.Status == 0 && e.Code == codes.DeadlineExceeded:
+		where = "timed out"
 	case e.Status == 0:
 		where = "unreachable"
 	}
@@ -35,12 +39,18 @@ func (e *Error) Error() string {
 }
 
 // Retryable reports whether the request may be sent again: the HTTP API's
-// 5xx and gRPC's UNAVAILABLE, and nothing else. Every write the broker
-// answers that way was either not applied or carries its own dedup
-// (a push's transactionId, an ack's lease, a transaction's gate). On HTTP
-// a connection that could not be made (Status 0, UNAVAILABLE) counts too:
-// nothing was sent, which gRPC reports as UNAVAILABLE as well.
+// 5xx and gRPC's UNAVAILABLE, and a request whose Idempotency-Key is still
+// in flight (HTTP 409, gRPC ALREADY_EXISTS; the retry is answered from the
+// first request's record once it is applied), and nothing else. Every
+// write the broker answers that way was either not applied or carries its
+// own dedup (a push's transactionId, an ack's lease, a transaction's gate
+// or key). On HTTP a connection that could not be made or broke before the
+// answer (Status 0, UNAVAILABLE) counts too, as gRPC reports it
+// UNAVAILABLE as well.
 func (e *Error) Retryable() bool {
+	if e.Reason == reasonKeyInFlight {
+		return true
+	}
 	if e.grpc || e.Status == 0 {
 		return e.Code == codes.Unavailable
 	}
@@ -60,11 +70,30 @@ func Code(err error) codes.Code {
 	return codes.Unknown
 }
 
-// httpCodes maps the HTTP API's statuses to their gRPC equivalents.
+// The broker's reasons for the Idempotency-Key's refusals: the same key is
+// still being applied (retryable), or it came with another request first
+// (HTTP 422, gRPC FAILED_PRECONDITION).
+const (
+	reasonKeyInFlight = "idempotency_key_in_flight"
+	reasonKeyReused   = "idempotency_key_reused"
+)
+
+// ErrIdempotencyKeyReused matches (errors.Is) a write refused because its
+// Idempotency-Key was first used with a different request: nothing was
+// applied, and the key keeps the first request's outcome.
+var ErrIdempotencyKeyReused = errors.New("queen: the Idempotency-Key was first used with another request")
+
+// Is matches ErrIdempotencyKeyReused.
+func (e *Error) Is(target error) bool {
+	return target == ErrIdempotencyKeyReused && e.Reason == reasonKeyReused
+}
+
+// httpCodes maps the HTTP API's statuses to the codes the broker's gRPC API
+// gives the same refusals (409 is a key still in flight: ALREADY_EXISTS).
 var httpCodes = map[int]codes.Code{
 	http.StatusBadRequest: codes.InvalidArgument, http.StatusRequestEntityTooLarge: codes.InvalidArgument,
 	http.StatusUnauthorized: codes.Unauthenticated, http.StatusForbidden: codes.PermissionDenied,
-	http.StatusNotFound: codes.NotFound, http.StatusConflict: codes.Aborted,
+	http.StatusNotFound: codes.NotFound, http.StatusConflict: codes.AlreadyExists,
 	http.StatusUnprocessableEntity: codes.FailedPrecondition, http.StatusTooManyRequests: codes.ResourceExhausted,
 	http.StatusInternalServerError: codes.Internal, http.StatusServiceUnavailable: codes.Unavailable,
 	http.StatusGatewayTimeout: codes.DeadlineExceeded,

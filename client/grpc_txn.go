@@ -3,10 +3,28 @@ package queen
 import (
 	"context"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
 	pb "github.com/queen-node/queen-node/grpcapi/queenpb"
 )
 
 // The gRPC transport's transaction and KV calls.
+
+// keyed carries an Idempotency-Key ("" = none) in the call's metadata.
+func keyed(ctx context.Context, key string) context.Context {
+	if key == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "idempotency-key", key)
+}
+
+// replayed reads the response header the broker sets on an answer it gave
+// from a key's record.
+func replayed(header metadata.MD) bool {
+	v := header.Get("idempotent-replayed")
+	return len(v) > 0 && v[0] == "true"
+}
 
 var kvKinds = map[string]pb.KvOpKind{
 	"get": pb.KvOpKind_KV_OP_KIND_GET, "getMany": pb.KvOpKind_KV_OP_KIND_GET_MANY,
@@ -26,8 +44,8 @@ func toPBKV(op kvOp) *pb.KvOp {
 }
 
 func fromPBKV(r *pb.KvResult) kvResult {
-	out := kvResult{Op: r.Op, Key: r.Key, Reason: r.Reason, Found: r.Found, Applied: r.Applied, Value: r.Value,
-		Version: r.Version, ExpiresAt: asTime(r.ExpiresAt), Missing: r.Missing}
+	out := kvResult{Op: r.Op, Key: r.Key, Reason: r.Reason, Found: r.Found, Applied: r.Applied, Truncated: r.Truncated,
+		Value: r.Value, Version: r.Version, ExpiresAt: asTime(r.ExpiresAt), Missing: r.Missing}
 	for _, row := range r.Rows {
 		out.Rows = append(out.Rows, KVEntry{Key: row.Key, Found: true, Value: row.Value, Version: row.Version, ExpiresAt: asTime(row.ExpiresAt)})
 	}
@@ -66,11 +84,13 @@ func (t *grpcTransport) transaction(ctx context.Context, req *txnRequest) (*TxRe
 	for _, op := range req.kv {
 		in.Kv = append(in.Kv, toPBKV(op))
 	}
-	out, err := t.c.Transaction(ctx, in)
+	in.Timers = toPBTimers(req.timers)
+	var header metadata.MD
+	out, err := t.c.Transaction(keyed(ctx, req.idemKey), in, grpc.Header(&header))
 	if err != nil {
 		return nil, wrap(ctx, err)
 	}
-	res := &TxResult{Committed: out.Success, TransactionID: out.TransactionId}
+	res := &TxResult{Committed: out.Success, TransactionID: out.TransactionId, Replayed: replayed(header)}
 	if !out.Success {
 		var failed *kvResult
 		if out.FailedKv != nil {
@@ -84,6 +104,10 @@ func (t *grpcTransport) transaction(ctx context.Context, req *txnRequest) (*TxRe
 			Queue: r.Queue, DLQ: r.Dlq, LeaseReleased: r.LeaseReleased}
 		if r.Kv != nil {
 			it.KV = &KVWrite{Key: r.Kv.Key, Applied: r.Kv.Applied, Reason: r.Kv.Reason, Version: r.Kv.Version, Value: r.Kv.Value}
+		}
+		if r.Timer != nil {
+			tr := fromPBTimerResult(r.Timer)
+			it.Timer = &tr
 		}
 		res.Results = append(res.Results, it)
 	}

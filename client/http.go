@@ -39,33 +39,39 @@ func (t *httpTransport) close() error {
 
 // call sends one request and decodes a 2xx JSON answer into out; 204 leaves
 // out alone. Anything else is an *Error.
-func (t *httpTransport) call(ctx context.Context, method, path string, body, out any) (int, error) {
+func (t *httpTransport) call(ctx context.Context, method, path string, body, out any) error {
+	_, err := t.send(ctx, method, path, "", body, out)
+	return err
+}
+
+// send is call with an Idempotency-Key ("" = none); it reports whether the
+// broker answered from the key's record (Idempotent-Replayed: true).
+func (t *httpTransport) send(ctx context.Context, method, path, key string, body, out any) (replayed bool, err error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, err
+			return false, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, t.base+path, rd)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		var op *net.OpError
-		if ctx.Err() == nil && errors.As(err, &op) && op.Op == "dial" {
-			return 0, &Error{Code: codes.Unavailable, Message: err.Error()}
-		}
-		return 0, err
+		return false, lostOnTheWay(ctx, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, err
+		return false, lostOnTheWay(ctx, err)
 	}
 	if resp.StatusCode >= 300 {
 		var eb struct{ Error, Reason, Code, Detail string }
@@ -81,14 +87,29 @@ func (t *httpTransport) call(ctx context.Context, method, path string, body, out
 		if reason == "" {
 			reason = eb.Code
 		}
-		return resp.StatusCode, httpError(resp.StatusCode, msg, reason)
+		return false, httpError(resp.StatusCode, msg, reason)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: codes.Internal, Message: "answer does not decode: " + err.Error()}
+			return false, &Error{Status: resp.StatusCode, Code: codes.Internal, Message: "answer does not decode: " + err.Error()}
 		}
 	}
-	return resp.StatusCode, nil
+	return resp.Header.Get("Idempotent-Replayed") == "true", nil
+}
+
+// lostOnTheWay is a request that got no answer. While the caller's context
+// lives it is UNAVAILABLE (the connection could not be made, or broke before
+// the answer: what gRPC reports as UNAVAILABLE too), or DEADLINE_EXCEEDED
+// when the http.Client's own timeout ran out; otherwise the context's end.
+func lostOnTheWay(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Code: codes.DeadlineExceeded, Message: err.Error()}
+	}
+	return &Error{Code: codes.Unavailable, Message: err.Error()}
 }
 
 type jsonPushItem struct {
@@ -112,7 +133,7 @@ func (t *httpTransport) push(ctx context.Context, items []pushItem) ([]PushResul
 		Status, TransactionID, MessageID, PartitionID string
 		Error                                         *string
 	}
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/push", map[string]any{"items": in}, &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, "/api/v1/push", map[string]any{"items": in}, &out); err != nil {
 		return nil, err
 	}
 	res := make([]PushResult, len(out))
@@ -163,7 +184,7 @@ func (t *httpTransport) pop(ctx context.Context, queue string, o PopOptions) ([]
 			RetryCount                                                                          int
 		}
 	}
-	if _, err := t.call(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &out); err != nil {
+	if err := t.call(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
 	expires := parseTime(out.LeaseExpiresAt)
@@ -222,7 +243,7 @@ func fromJSONAcks(in []jsonAckResult) []AckResult {
 
 func (t *httpTransport) ack(ctx context.Context, group string, item ackItem) ([]AckResult, error) {
 	var out []jsonAckResult
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/ack", toJSONAck(item, group), &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, "/api/v1/ack", toJSONAck(item, group), &out); err != nil {
 		return nil, err
 	}
 	return fromJSONAcks(out), nil
@@ -238,7 +259,7 @@ func (t *httpTransport) ackBatch(ctx context.Context, group string, items []ackI
 		body["consumerGroup"] = group
 	}
 	var out []jsonAckResult
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/ack/batch", body, &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, "/api/v1/ack/batch", body, &out); err != nil {
 		return nil, err
 	}
 	return fromJSONAcks(out), nil
@@ -251,7 +272,7 @@ func (t *httpTransport) extend(ctx context.Context, leaseID string, seconds int6
 		ExpiresAt string
 	}
 	path := "/api/v1/lease/" + url.PathEscape(leaseID) + "/extend"
-	if _, err := t.call(ctx, http.MethodPost, path, map[string]any{"seconds": seconds}, &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, path, map[string]any{"seconds": seconds}, &out); err != nil {
 		return extendResult{}, err
 	}
 	if len(out) != 1 {
@@ -283,11 +304,9 @@ func (t *httpTransport) configure(ctx context.Context, queue string, o *queueOpt
 			opts[name] = *v
 		}
 	}
-	_, err := t.call(ctx, http.MethodPost, "/api/v1/configure", map[string]any{"queue": queue, "options": opts}, nil)
-	return err
+	return t.call(ctx, http.MethodPost, "/api/v1/configure", map[string]any{"queue": queue, "options": opts}, nil)
 }
 
 func (t *httpTransport) deleteQueue(ctx context.Context, queue string) error {
-	_, err := t.call(ctx, http.MethodDelete, "/api/v1/resources/queues/"+url.PathEscape(queue), nil, nil)
-	return err
+	return t.call(ctx, http.MethodDelete, "/api/v1/resources/queues/"+url.PathEscape(queue), nil, nil)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"google.golang.org/grpc/codes"
 )
 
 // The HTTP transport's transaction and KV bodies (spec §4.5, §4.7).
@@ -30,7 +32,7 @@ func toJSONKV(op kvOp) jsonKVOp {
 
 type jsonKVResult struct {
 	Op, Key, Reason, ExpiresAt string
-	Found, Applied             bool
+	Found, Applied, Truncated  bool
 	Value                      json.RawMessage
 	Version                    uint64
 	Rows                       []struct {
@@ -43,8 +45,8 @@ type jsonKVResult struct {
 }
 
 func (r jsonKVResult) neutral() kvResult {
-	out := kvResult{Op: r.Op, Key: r.Key, Reason: r.Reason, Found: r.Found, Applied: r.Applied, Value: r.Value,
-		Version: r.Version, ExpiresAt: parseTime(r.ExpiresAt), Missing: r.Missing}
+	out := kvResult{Op: r.Op, Key: r.Key, Reason: r.Reason, Found: r.Found, Applied: r.Applied, Truncated: r.Truncated,
+		Value: r.Value, Version: r.Version, ExpiresAt: parseTime(r.ExpiresAt), Missing: r.Missing}
 	for _, row := range r.Rows {
 		e := KVEntry{Key: row.Key, Found: true, Value: row.Value, Version: row.Version}
 		if row.ExpiresAt != nil {
@@ -74,7 +76,7 @@ func (t *httpTransport) kv(ctx context.Context, ops []kvOp) (*kvResponse, error)
 		Results []jsonKVResult
 		jsonRefusal
 	}
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/kv", map[string]any{"operations": in}, &out); err != nil {
+	if err := t.call(ctx, http.MethodPost, "/api/v1/kv", map[string]any{"operations": in}, &out); err != nil {
 		return nil, err
 	}
 	res := &kvResponse{OK: out.OK, Reason: out.Reason, FailedIndex: out.FailedIndex}
@@ -115,6 +117,9 @@ func (t *httpTransport) transaction(ctx context.Context, req *txnRequest) (*TxRe
 		}
 		body["kv"] = kv
 	}
+	if len(req.timers) > 0 {
+		body["timers"] = toJSONTimers(req.timers)
+	}
 	if len(req.requiredLeases) > 0 {
 		body["requiredLeases"] = req.requiredLeases
 	}
@@ -122,28 +127,58 @@ func (t *httpTransport) transaction(ctx context.Context, req *txnRequest) (*TxRe
 		Success       bool
 		TransactionID string
 		Error         string
-		Results       []struct {
-			jsonKVResult
-			Type, TransactionID, MessageID, PartitionID, QueueName string
-			Success, DLQ, LeaseReleased                            bool
-		}
+		Results       []json.RawMessage
 		jsonRefusal
 	}
-	if _, err := t.call(ctx, http.MethodPost, "/api/v1/transaction", body, &out); err != nil {
+	replayed, err := t.send(ctx, http.MethodPost, "/api/v1/transaction", req.idemKey, body, &out)
+	if err != nil {
 		return nil, err
 	}
-	res := &TxResult{Committed: out.Success, TransactionID: out.TransactionID}
+	res := &TxResult{Committed: out.Success, TransactionID: out.TransactionID, Replayed: replayed}
 	if !out.Success {
 		return res, verdict(res, out.Reason, out.Error, out.FailedIndex, &kvResult{Reason: out.KVReason, Version: out.Version, Value: out.Value})
 	}
-	for _, r := range out.Results {
-		it := TxItem{Type: r.Type, TransactionID: r.TransactionID, MessageID: r.MessageID, PartitionID: r.PartitionID,
-			Queue: r.QueueName, DLQ: r.DLQ, LeaseReleased: r.LeaseReleased}
-		if r.Type == "kv" {
-			kr := r.jsonKVResult.neutral()
-			it.KV = &KVWrite{Key: kr.Key, Applied: kr.Applied, Reason: kr.Reason, Version: kr.Version, Value: kr.Value}
+	for _, raw := range out.Results {
+		it, err := txnItemOf(raw)
+		if err != nil {
+			return nil, err
 		}
 		res.Results = append(res.Results, it)
 	}
 	return res, nil
+}
+
+// txnItemOf decodes one result of a committed transaction; a kv or timer
+// result carries that op's own fields beside type and index.
+func txnItemOf(raw json.RawMessage) (TxItem, error) {
+	var r struct {
+		Type, TransactionID, MessageID, PartitionID, QueueName string
+		DLQ, LeaseReleased                                     bool
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return TxItem{}, undecodable(err)
+	}
+	it := TxItem{Type: r.Type, TransactionID: r.TransactionID, MessageID: r.MessageID, PartitionID: r.PartitionID,
+		Queue: r.QueueName, DLQ: r.DLQ, LeaseReleased: r.LeaseReleased}
+	switch r.Type {
+	case "kv":
+		var kv jsonKVResult
+		if err := json.Unmarshal(raw, &kv); err != nil {
+			return it, undecodable(err)
+		}
+		kr := kv.neutral()
+		it.KV = &KVWrite{Key: kr.Key, Applied: kr.Applied, Reason: kr.Reason, Version: kr.Version, Value: kr.Value}
+	case "timer":
+		var tr jsonTimerResult
+		if err := json.Unmarshal(raw, &tr); err != nil {
+			return it, undecodable(err)
+		}
+		n := tr.neutral()
+		it = TxItem{Type: r.Type, Timer: &n} // its messageId and queue are the timer's own
+	}
+	return it, nil
+}
+
+func undecodable(err error) error {
+	return &Error{Status: http.StatusOK, Code: codes.Internal, Message: "answer does not decode: " + err.Error()}
 }

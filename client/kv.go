@@ -61,7 +61,8 @@ func (k *KV) GetMany(ctx context.Context, ns string, keys ...string) (*KVRows, e
 	if err != nil {
 		return nil, err
 	}
-	return &KVRows{Rows: res.Results[0].Rows, Missing: res.Results[0].Missing}, nil
+	r := res.Results[0]
+	return &KVRows{Rows: r.Rows, Missing: r.Missing, Truncated: r.Truncated}, nil
 }
 
 // Put stores value (marshalled as JSON) under key for ttl (<= 0: forever).
@@ -82,6 +83,28 @@ func (k *KV) Delete(ctx context.Context, ns, key string) (*KVWrite, error) {
 		return nil, err
 	}
 	return writeOf(res.Results[0]), nil
+}
+
+// DeleteMany removes keys of one namespace in one call (one log entry, at
+// most the broker's ops per call: 256), one result per key in order; a
+// missing key is Applied=false, Reason "absent".
+func (k *KV) DeleteMany(ctx context.Context, ns string, keys ...string) ([]KVWrite, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	ops := make([]kvOp, len(keys))
+	for i, key := range keys {
+		ops[i] = kvOp{Op: "delete", NS: ns, Key: key}
+	}
+	res, err := k.run(ctx, ops...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KVWrite, len(res.Results))
+	for i, r := range res.Results {
+		out[i] = *writeOf(r)
+	}
+	return out, nil
 }
 
 func (k *KV) write(ctx context.Context, op, ns, key string, value any, ttl time.Duration) (*KVWrite, error) {

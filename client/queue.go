@@ -62,7 +62,7 @@ func toPushItem(queue string, m Msg) (pushItem, error) {
 // messages are leased to the caller until it acks them or the lease runs
 // out.
 func (q *Queue) Pop(ctx context.Context, o PopOptions) ([]*Message, error) {
-	return do(ctx, q.c.retry, func(ctx context.Context) ([]*Message, error) { return q.c.t.pop(ctx, q.name, o) })
+	return doWait(ctx, q.c.retry, o.Wait, func(ctx context.Context) ([]*Message, error) { return q.c.t.pop(ctx, q.name, o) })
 }
 
 // Delete removes the queue with its messages, cursors and leases. KV
@@ -70,6 +70,24 @@ func (q *Queue) Pop(ctx context.Context, o PopOptions) ([]*Message, error) {
 func (q *Queue) Delete(ctx context.Context) error {
 	_, err := do(ctx, q.c.retry, func(ctx context.Context) (struct{}, error) { return struct{}{}, q.c.t.deleteQueue(ctx, q.name) })
 	return err
+}
+
+// QueueStats counts a queue's messages over all its partitions.
+type QueueStats struct {
+	Total      int64 // stored, in any state
+	Pending    int64
+	Processing int64
+	Completed  int64
+	Failed     int64
+	DeadLetter int64
+}
+
+// Stats counts the queue's messages (GET /api/v1/resources/queues/:queue,
+// its totals). It is served by the HTTP API only: queen.v1 has no queue
+// detail, so over gRPC it fails with UNIMPLEMENTED and sends nothing. A
+// queue that does not exist is an *Error with NOT_FOUND.
+func (q *Queue) Stats(ctx context.Context) (*QueueStats, error) {
+	return do(ctx, q.c.retry, func(ctx context.Context) (*QueueStats, error) { return q.c.t.queueStats(ctx, q.name) })
 }
 
 // QueueOption names one option of Configure; options not named keep their

@@ -19,6 +19,13 @@ type transport interface {
 	kv(ctx context.Context, ops []kvOp) (*kvResponse, error)
 	configure(ctx context.Context, queue string, o *queueOptions) error
 	deleteQueue(ctx context.Context, queue string) error
+	// queueStats is HTTP only: queen.v1 has no queue detail (Queue.Stats).
+	queueStats(ctx context.Context, queue string) (*QueueStats, error)
+	timers(ctx context.Context, ops []timerOp) ([]TimerResult, error)
+	cancelTimer(ctx context.Context, queue, key, txn string) (*TimerResult, error)
+	getTimer(ctx context.Context, queue, key string) (*Timer, error)
+	listTimers(ctx context.Context, queue, after string, limit int) (*TimerPage, error)
+	countTimers(ctx context.Context, queue, prefix string) (int, error)
 	close() error
 }
 
@@ -48,7 +55,9 @@ type txnOp struct {
 type txnRequest struct {
 	ops            []txnOp
 	kv             []kvOp
+	timers         []timerOp
 	requiredLeases []string
+	idemKey        string // the Idempotency-Key; "" = none
 }
 
 // kvOp is one KV op; op names follow the HTTP API (get, getMany, put,
@@ -67,6 +76,7 @@ type kvOp struct {
 type kvResult struct {
 	Op, Key, Reason string
 	Found, Applied  bool
+	Truncated       bool // getMany: the broker's per-call read limit cut the rows short
 	Value           json.RawMessage
 	Version         uint64
 	ExpiresAt       time.Time
@@ -88,4 +98,14 @@ type queueOptions struct {
 	leaseTime, retryLimit, retryDelayMs, maxSize, delayedProcessing, windowBuffer  *int64
 	priority, ttl, retentionSeconds, completedRetentionSeconds, maxWaitTimeSeconds *int64
 	retentionEnabled, deadLetterQueue, encryptionEnabled                           *bool
+}
+
+// timerOp is one timer op (addendum §1.2); op names follow the HTTP API
+// (schedule, reschedule, cancel).
+type timerOp struct {
+	Op, Queue, Key string
+	Partition      string  // "" = Default (not sent)
+	DelayMs        float64 // schedule, reschedule
+	Txn            string  // the fired message's transactionId; on cancel the echo ("" = none)
+	Payload        []byte  // schedule, reschedule: the fired message's body (JSON text)
 }

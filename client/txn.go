@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// Tx builds a transaction (spec §4.5): acks, pushes and KV writes that
-// commit in one log entry, all or nothing.
+// Tx builds a transaction (spec §4.5, addendum §1): acks, pushes, KV
+// writes and timer ops that commit in one log entry, all or nothing.
 //
 //	res, err := c.Transaction().
-//		Once("charges", "charge:"+order.ID, time.Hour). // the gate
+//		IdempotencyKey("charge/"+order.ID+"/"+msg.LeaseID). // a retry is answered from the record
+//		Once("charges", "charge:"+order.ID, time.Hour).      // the gate
 //		Ack(msg).
 //		Push("receipts", receipt).
+//		Timers(queen.CancelTimer("reminders", "order/"+order.ID)).
 //		Commit(ctx)
 //
 // A builder is for one commit; it is not safe for concurrent use.
@@ -65,6 +67,32 @@ func (tx *Tx) Push(queue string, payload any, opts ...PushOption) *Tx {
 		return tx
 	}
 	tx.req.ops = append(tx.req.ops, txnOp{push: &it})
+	return tx
+}
+
+// Timers adds timer ops (ScheduleTimer, RescheduleTimer, CancelTimer) to
+// the transaction (the root timers array, addendum §1): they are planned
+// with the rest and roll back with it. A cancel that finds nothing pending
+// (TimerAbsent) is a result, and the transaction still commits.
+func (tx *Tx) Timers(ops ...TimerOp) *Tx {
+	in, err := timerOpsOf(ops)
+	tx.err = errors.Join(tx.err, err)
+	tx.req.timers = append(tx.req.timers, in...)
+	return tx
+}
+
+// IdempotencyKey sends the commit with an Idempotency-Key (HTTP header
+// Idempotency-Key, gRPC metadata idempotency-key). The broker stores the
+// first definitive outcome under the key; a retry with the same key and
+// the same body, by this client's RetryPolicy or by the caller after an
+// unknown outcome, is answered from that record (TxResult.Replayed)
+// instead of running again. The same key with another body is refused
+// with an *Error matching ErrIdempotencyKeyReused (HTTP 422, gRPC
+// FAILED_PRECONDITION) and nothing is applied. A key names one request:
+// make it from what identifies the step (e.g. the step, the message and
+// its lease).
+func (tx *Tx) IdempotencyKey(key string) *Tx {
+	tx.req.idemKey = key
 	return tx
 }
 
@@ -130,13 +158,16 @@ func (k *TxKV) Delete(ns, key string, required bool) *Tx {
 type TxResult struct {
 	Committed     bool
 	TransactionID string
-	Results       []TxItem      // one per op (acks and pushes in order, then KV ops), when committed
+	Results       []TxItem      // one per op (acks and pushes in order, then KV ops, then timer ops), when committed
 	Precondition  *Precondition // when a required KV gate lost
+	// Replayed: the broker answered from the record its Idempotency-Key
+	// kept of an earlier send of the same commit; nothing ran again.
+	Replayed bool
 }
 
 // TxItem is the result of one op of a committed transaction.
 type TxItem struct {
-	Type          string // ack | push | kv
+	Type          string // ack | push | kv | timer
 	TransactionID string
 	MessageID     string
 	PartitionID   string
@@ -144,6 +175,7 @@ type TxItem struct {
 	DLQ           bool
 	LeaseReleased bool
 	KV            *KVWrite
+	Timer         *TimerResult
 }
 
 // Precondition is the gate that lost.
@@ -158,7 +190,9 @@ type Precondition struct {
 // ack no longer held its message), *DuplicateError (a push repeated a
 // transactionId), *TxError (anything else); a lost required gate is a
 // value (TxResult.Precondition) and err is nil. In every refused case
-// nothing was written.
+// nothing was written. A refusal the broker replayed from an
+// Idempotency-Key's record is the same error, and the TxResult returned
+// beside it says Replayed.
 func (tx *Tx) Commit(ctx context.Context) (*TxResult, error) {
 	if tx.err != nil {
 		return nil, tx.err

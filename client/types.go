@@ -110,6 +110,9 @@ func (e *KVEntry) Decode(v any) error { return json.Unmarshal(e.Value, v) }
 type KVRows struct {
 	Rows    []KVEntry
 	Missing []string
+	// Truncated: the broker's read limit per call cut the answer short; the
+	// keys in neither Rows nor Missing were not read.
+	Truncated bool
 }
 
 // KVWrite is the verdict on one KV write. A write that lost its

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -123,4 +124,39 @@ func (s Scoreboard) Print(w io.Writer) {
 		r3.Duplicates, r3.Lost, money(r3.LedgerTotal), map[bool]string{true: "exactly right", false: "WRONG"}[r3.LedgerTotal == r3.CorrectTotal && r3.Duplicates == 0 && r3.Lost == 0])
 	fmt.Fprintf(w, "  Delivery stayed at-least-once (%d deliveries for %d payments);\n", r3.Deliveries, r3.Sent)
 	fmt.Fprintf(w, "  the effect became exactly-once because it commits with the ack.\n")
+}
+
+// Check returns an error naming every way the scoreboard differs from what
+// the lab is meant to show: duplicates without the marker, losses with ack
+// first, and neither with the marker transaction.
+func (s Scoreboard) Check() error {
+	var errs []error
+	for _, r := range s.Results {
+		switch r.Mode {
+		case AtLeastOnce:
+			if r.Duplicates == 0 {
+				errs = append(errs, errors.New("mode 1 (at-least-once) shows no duplicate charge"))
+			}
+			if r.Lost != 0 {
+				errs = append(errs, fmt.Errorf("mode 1 (at-least-once) lost %d payments", r.Lost))
+			}
+		case AckFirst:
+			if r.Lost == 0 {
+				errs = append(errs, errors.New("mode 2 (ack first) lost no payment"))
+			}
+			if r.Duplicates != 0 {
+				errs = append(errs, fmt.Errorf("mode 2 (ack first) charged %d payments twice", r.Duplicates))
+			}
+		case MarkerTransaction:
+			if r.Duplicates != 0 || r.Lost != 0 || r.LedgerTotal != r.CorrectTotal {
+				errs = append(errs, fmt.Errorf("mode 3 (marker + ack transaction): %d duplicates, %d lost, ledger %d (want 0, 0, %d)",
+					r.Duplicates, r.Lost, r.LedgerTotal, r.CorrectTotal))
+			}
+			if r.Markers != r.Sent || r.MarkersNamingCharge != r.Sent {
+				errs = append(errs, fmt.Errorf("mode 3: %d markers, %d naming a ledger charge (want %d)",
+					r.Markers, r.MarkersNamingCharge, r.Sent))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
