@@ -44,19 +44,11 @@ func TestSnapshotOfAnotherFormatIsRefused(t *testing.T) {
 	if err := src.db.Update(func(b *store.Batch) error { return b.Put(bMeta, metaKey, mustMarshal(old)) }); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := src.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	image := snapshotOf(t, src.f)
 	dst := newHarness(t)
 	dst.push(item("mine", "", "b"))
 	before := stateHash(t, dst.db)
-	err = dst.f.Restore(io.NopCloser(bytes.NewReader(sink.Bytes())))
+	err := dst.f.Restore(io.NopCloser(bytes.NewReader(image)))
 	if err == nil || !strings.Contains(err.Error(), "format 1") {
 		t.Fatalf("restore of a format-1 snapshot: %v", err)
 	}

@@ -148,17 +148,9 @@ func TestReplayAfterRestartSkipsAppliedEntries(t *testing.T) {
 // replica keeps applying identically.
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	src := workload(t, 11, 300)
-	snap, err := src.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	image := snapshotOf(t, src.f)
 	dst, ddb := freshFSM(t)
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(image))); err != nil {
 		t.Fatal(err)
 	}
 	eq(t, "state", stateHash(t, ddb), stateHash(t, src.db))
@@ -172,6 +164,21 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		dst.Apply(&l2)
 	}
 	eq(t, "state after more entries", stateHash(t, ddb), stateHash(t, src.db))
+}
+
+// snapshotOf takes a snapshot of f and returns its persisted bytes.
+func snapshotOf(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
 }
 
 type memSink struct{ bytes.Buffer }
