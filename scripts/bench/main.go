@@ -98,6 +98,8 @@ type options struct {
 	start    int    // nodes to start (0: drive -url/-urls)
 	bin      string // their binary ("" = $QN_BIN or a build of the working tree)
 	nodeArgs string // extra flags for every node started
+	vsNats   bool   // the comparison with NATS JetStream (vsnats.go)
+	before   string // with -vs-nats: a binary of the commit before, run too
 	keepData bool   // keep the started nodes' dir
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
@@ -139,6 +141,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.vsNats {
+		return runVsNats(ctx, o, stdout, stderr)
+	}
 	if o.start > 0 {
 		stopNodes, err := startNodes(ctx, o, names["exactly-once"], stderr)
 		if err != nil {
@@ -203,6 +208,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.start, "start", 0, "start this many throwaway nodes (joined over gossip when > 1) instead of using -url/-urls")
 	fs.StringVar(&o.bin, "bin", "", "with -start: the queen-node binary (default: $QN_BIN, else a build of the working tree)")
 	fs.StringVar(&o.nodeArgs, "node-args", os.Getenv("QN_NODE_ARGS"), "with -start: extra flags for every node, space-separated (default: $QN_NODE_ARGS)")
+	fs.BoolVar(&o.vsNats, "vs-nats", false, "compare a three-node queen-node cluster with three-node NATS JetStream (default and sync_interval: always) in one sitting, as ratios")
+	fs.StringVar(&o.before, "before", "", "with -vs-nats: also measure this queen-node binary (a build of the commit before)")
 	fs.BoolVar(&o.keepData, "keep-data", os.Getenv("KEEP_DATA") == "1", "with -start: keep the nodes' data and logs (default: $KEEP_DATA=1)")
 	sc := fs.String("scenario", "all", "all, or a comma-separated list of: "+scenarioNames())
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
+)
+
+// -vs-nats: queen-node beside NATS JetStream, in one sitting, as ratios.
+//
+// Each system runs as three servers on loopback. NATS runs twice: with its
+// default (no fsync per write) and with sync_interval: always. queen-node
+// runs the working tree's build (or -bin), and, with -before BIN, that
+// binary too (the commit before a change). The figures:
+//
+//	push    batched push: queen-node 20 connections x 100 items per request;
+//	        NATS 4 async publishers with a window of 250 unacknowledged
+//	consume consume + ack of a 200k backlog: queen-node pop batch 100 + ack
+//	        batch in a consumer group, 20 workers; NATS a durable pull
+//	        consumer, fetch 100, an explicit ack per message, 4 workers
+//	sync    one client, one message at a time, waiting for each answer
+//	kv      NATS KV put (R3), one client: the fsync-always reference
+//	cpu     CPU (user + system, all servers, from /proc) per pushed message
+//
+// The message is 256 bytes in every figure.
+
+// figures is one system's measurements.
+type figures struct {
+	name                 string
+	pushRate, pushCPU    float64 // msg/s, µs of CPU per message
+	consumeRate          float64 // msg/s
+	syncP50, syncP99     float64 // ms
+	syncRate             float64 // msg/s
+	kvP50, kvP99         float64 // ms
+	eoRate, eoP50, eoP99 float64 // exactly-once orders/s and latency (queen-node)
+	readLeader           float64 // p50 ms of a linearizable KV get through the leader
+	readFollower         float64 // and through a follower
+	pollIdle, pollBusy   float64 // push p50 ms with no and with 1000 parked pops
+	pollCPUIdle          float64 // CPU µs per push with 1000 parked pops
+	pollCPUBusy          float64
+	notes                []string
+}
+
+func runVsNats(ctx context.Context, o *options, stdout, stderr io.Writer) int {
+	work, err := os.MkdirTemp("", "qn-vs-nats.")
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	bin, err := natsServerBin(ctx, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	var all []*figures
+	for _, mode := range []struct {
+		name   string
+		always bool
+	}{{"nats R3", false}, {"nats R3 always", true}} {
+		dir, _ := os.MkdirTemp(work, "nats.")
+		f, err := measureNats(ctx, bin, dir, mode.name, mode.always, o, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %s: %v\n", mode.name, err)
+			return 1
+		}
+		all = append(all, f)
+	}
+	systems := []struct{ name, bin string }{{"queen-node", o.bin}}
+	if o.before != "" {
+		systems = append(systems, struct{ name, bin string }{"before", o.before})
+	}
+	for _, s := range systems {
+		f, err := measureQueen(ctx, s.name, s.bin, o, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %s: %v\n", s.name, err)
+			return 1
+		}
+		all = append(all, f)
+	}
+	writeComparison(stdout, all)
+	return 0
+}
+
+func measureNats(ctx context.Context, bin, dir, name string, always bool, o *options, stderr io.Writer) (*figures, error) {
+	fmt.Fprintf(stderr, "bench: %s: starting 3 nats-server %s (jetstream, file storage%s)\n", name, natsVersion,
+		map[bool]string{true: ", sync_interval: always", false: ""}[always])
+	c, err := startNats(ctx, bin, dir, 3, always, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	r := natsRun{urls: c.urls, payload: natsPayload(o.payload), dur: o.duration}
+	nc, js, err := r.connect()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	f := &figures{name: name}
+	if _, err := r.stream(ctx, js, "push"); err != nil {
+		return nil, err
+	}
+	cpu := startCPU(c.pids())
+	n, took, err := r.publishAsync(ctx, "push", 4, 250)
+	if err != nil {
+		return nil, err
+	}
+	f.pushRate, f.pushCPU = float64(n)/took.Seconds(), cpuPerMsg(cpu.used(), n)
+	if _, err := r.stream(ctx, js, "cons"); err != nil {
+		return nil, err
+	}
+	if err := r.fill(ctx, js, "cons", o.prefill); err != nil {
+		return nil, err
+	}
+	n, took, err = r.consume(ctx, js, "cons", 4, 100, o.prefill)
+	if err != nil {
+		return nil, err
+	}
+	f.consumeRate = float64(n) / took.Seconds()
+	if _, err := r.stream(ctx, js, "sync"); err != nil {
+		return nil, err
+	}
+	rec, took, err := r.syncPublish(ctx, js, "sync")
+	if err != nil {
+		return nil, err
+	}
+	s := summarize([]*recorder{rec})
+	f.syncP50, f.syncP99, f.syncRate = s.P50, s.P99, float64(s.Count)/took.Seconds()
+	if rec, err = r.kvPut(ctx, js); err != nil {
+		return nil, err
+	}
+	s = summarize([]*recorder{rec})
+	f.kvP50, f.kvP99 = s.P50, s.P99
+	return f, nil
+}
+
+// natsPayload is a JSON payload of size bytes, as queen-node's scenarios push.
+func natsPayload(size int) []byte {
+	return []byte(`{"d":"` + strings.Repeat("x", max(size-8, 0)) + `"}`)
+}
+
+func cpuPerMsg(cpu time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(n)
+}
+
+// measureQueen starts a three-node cluster of bin and runs the matching
+// scenarios against it.
+func measureQueen(ctx context.Context, name, bin string, o *options, stderr io.Writer) (*figures, error) {
+	qo := *o
+	qo.start, qo.bin, qo.cluster = 3, bin, nil
+	stop, err := startNodes(ctx, &qo, true, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	for _, u := range qo.urls {
+		if err := nodeproc.WaitHealthyURL(ctx, u, 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	var pids []int
+	for _, n := range qo.cluster.Nodes() {
+		pids = append(pids, n.PID())
+	}
+	f := &figures{name: name}
+	cpu := startCPU(pids)
+	r, err := runPushBatch(ctx, &qo)
+	if err != nil {
+		return nil, err
+	}
+	f.pushRate, f.pushCPU = r.MsgPerSec, cpuPerMsg(cpu.used(), r.Messages)
+	noteErrors(f, r)
+	if r, err = runPopAck(ctx, &qo); err != nil {
+		return nil, err
+	}
+	f.consumeRate = r.MsgPerSec
+	noteErrors(f, r)
+	if r, err = runLatency(ctx, &qo); err != nil {
+		return nil, err
+	}
+	l := r.Latency["push"]
+	f.syncP50, f.syncP99, f.syncRate = l.P50, l.P99, r.MsgPerSec
+	noteErrors(f, r)
+	eo := qo
+	eo.conns = 32
+	if r, err = runExactlyOnce(ctx, &eo); err != nil {
+		return nil, err
+	}
+	l = r.Latency["order"]
+	f.eoRate, f.eoP50, f.eoP99 = r.MsgPerSec, l.P50, l.P99
+	noteErrors(f, r)
+	return f, nil
+}
+
+func noteErrors(f *figures, r *result) {
+	if r.Errors > 0 {
+		f.notes = append(f.notes, fmt.Sprintf("%s: %d errors", r.Scenario, r.Errors))
+	}
+}
+
+// writeComparison prints each figure of every system, with queen-node's
+// ratio to each other system.
+func writeComparison(w io.Writer, all []*figures) {
+	var queen *figures
+	for _, f := range all {
+		if f.name == "queen-node" {
+			queen = f
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "figure\t")
+	for _, f := range all {
+		fmt.Fprintf(tw, "%s\t", f.name)
+	}
+	for _, f := range all {
+		if f != queen {
+			fmt.Fprintf(tw, "queen/%s\t", f.name)
+		}
+	}
+	fmt.Fprintln(tw)
+	rows := []struct {
+		label string
+		get   func(*figures) float64
+	}{
+		{"push msg/s (batched)", func(f *figures) float64 { return f.pushRate }},
+		{"push CPU µs/msg", func(f *figures) float64 { return f.pushCPU }},
+		{"consume+ack msg/s", func(f *figures) float64 { return f.consumeRate }},
+		{"sync push p50 ms", func(f *figures) float64 { return f.syncP50 }},
+		{"sync push p99 ms", func(f *figures) float64 { return f.syncP99 }},
+		{"sync push msg/s", func(f *figures) float64 { return f.syncRate }},
+		{"kv put p50 ms", func(f *figures) float64 { return f.kvP50 }},
+		{"kv put p99 ms", func(f *figures) float64 { return f.kvP99 }},
+		{"exactly-once orders/s", func(f *figures) float64 { return f.eoRate }},
+		{"exactly-once p99 ms", func(f *figures) float64 { return f.eoP99 }},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%s\t", row.label)
+		for _, f := range all {
+			fmt.Fprintf(tw, "%s\t", num(row.get(f)))
+		}
+		for _, f := range all {
+			if f == queen {
+				continue
+			}
+			if queen == nil || row.get(f) == 0 || row.get(queen) == 0 {
+				fmt.Fprint(tw, "-\t")
+				continue
+			}
+			fmt.Fprintf(tw, "%.2fx\t", row.get(queen)/row.get(f))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, f := range all {
+		for _, n := range f.notes {
+			fmt.Fprintf(w, "%s: %s\n", f.name, n)
+		}
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
