@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/idempotency"
+	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/store"
 )
@@ -58,6 +60,7 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	db     *store.DB
+	msgs   *msgstore.Store
 	fsm    *fsm.FSM
 	stores *raftlog.Stores
 	raft   *raft.Raft
@@ -116,13 +119,14 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	var err error
-	if n.db, err = openState(filepath.Join(cfg.DataDir, "fsm.db"), cfg.NoSync, cfg.BootID, n.log); err != nil {
+	if n.db, n.msgs, err = openState(cfg.DataDir, cfg.NoSync, cfg.BootID, n.log); err != nil {
 		return nil, err
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
-	n.fsm, err = fsm.New(n.db, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied})
+	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied})
 	if err != nil {
 		n.db.Close()
+		n.msgs.Close()
 		return nil, err
 	}
 	hlog := newHCLogger(cfg.Logger, "raft")
@@ -170,20 +174,36 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// openState opens the FSM's file. Its commits are not fsynced: the Raft log
-// is the durable record, the file is synced before every snapshot, and a
-// file a machine crash may have torn is set aside and rebuilt from the
-// newest snapshot plus the log (store.Options.DeferSync: the session record
-// of store/session.go decides; fsm/DESIGN.md says why).
-func openState(path string, noSync bool, bootID string, log *slog.Logger) (*store.DB, error) {
-	db, err := store.Open(path, fsm.Buckets, store.Options{DeferSync: true, NoSync: noSync, BootID: bootID})
+// openState opens the FSM's state file and message files. Their writes are
+// not fsynced: the Raft log is the durable record, both are synced before
+// every snapshot, and after a machine crash that may have torn them (the
+// state file's session record decides: store.Options.DeferSync,
+// store/session.go) both are set aside and rebuilt from the newest snapshot
+// plus the log (fsm/DESIGN.md says why).
+func openState(dir string, noSync bool, bootID string, log *slog.Logger) (*store.DB, *msgstore.Store, error) {
+	db, err := store.Open(filepath.Join(dir, "fsm.db"), fsm.Buckets, store.Options{DeferSync: true, NoSync: noSync, BootID: bootID})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	msgDir := filepath.Join(dir, "messages")
 	if aside := db.SetAside(); aside != "" {
-		log.Warn("state file may be torn by a machine crash; rebuilding it from the snapshot and the log", "kept", aside)
+		kept := fmt.Sprintf("%s.set-aside-%d", msgDir, time.Now().UnixNano())
+		if err := os.Rename(msgDir, kept); err != nil && !errors.Is(err, os.ErrNotExist) {
+			db.Close()
+			return nil, nil, fmt.Errorf("cluster: set the message files aside: %w", err)
+		}
+		log.Warn("state may be torn by a machine crash; rebuilding it from the snapshot and the log", "kept", aside, "messages", kept)
 	}
-	return db, nil
+	if err := msgstore.CleanUp(msgDir); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	msgs, err := msgstore.Open(msgDir, msgstore.Options{})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, msgs, nil
 }
 
 // catchUpFromSnapshot restores the newest snapshot when the FSM file is
@@ -212,6 +232,7 @@ func (n *Node) closeStores() {
 		n.stores.Close()
 	}
 	n.db.Close()
+	n.msgs.Close()
 }
 
 // onApplied runs on the apply goroutine after each committed batch.
@@ -264,8 +285,15 @@ func (n *Node) Now() int64 { return max(n.clock.read(), n.fsm.LastNow()) }
 // ("" = any queue).
 func (n *Node) Watch(queue string) <-chan struct{} { return n.hub.watch(queue) }
 
-// NewLeaseID mints a lease id.
-func NewLeaseID() string { return uuid.NewString() }
+// NewLeaseID mints a lease id: a UUIDv7, so that the lease table's index by
+// id grows at its end.
+func NewLeaseID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
 
 // IsLeader reports whether this node leads and has applied earlier terms.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

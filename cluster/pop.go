@@ -91,16 +91,27 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 	}
 }
 
-// hydrate reads the popped messages' stored records.
+// hydrate reads the popped messages' stored records: each partition's run
+// is contiguous, so one read of its files per partition.
 func (n *Node) hydrate(pr *command.PopResult) (*command.PopResult, error) {
 	err := n.fsm.Read(func(r *fsm.Reader) error {
 		pr.Records = make([]*command.MessageRecord, len(pr.Messages))
-		for i, m := range pr.Messages {
-			rec := r.Message(m.PartitionId, m.Seq)
-			if rec == nil {
-				rec = &command.MessageRecord{} // removed since (queue deleted); rare
+		for i := 0; i < len(pr.Messages); {
+			m := pr.Messages[i]
+			j := i + 1
+			for j < len(pr.Messages) && string(pr.Messages[j].PartitionId) == string(m.PartitionId) &&
+				pr.Messages[j].Seq == pr.Messages[j-1].Seq+1 {
+				j++
 			}
-			pr.Records[i] = rec
+			recs := r.Messages(m.PartitionId, m.Seq, pr.Messages[j-1].Seq)
+			for k := i; k < j; k++ {
+				if k-i < len(recs) {
+					pr.Records[k] = recs[k-i]
+				} else {
+					pr.Records[k] = &command.MessageRecord{} // removed since (queue deleted); rare
+				}
+			}
+			i = j
 		}
 		return nil
 	})

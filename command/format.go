@@ -19,9 +19,14 @@ import (
 //   - 2: the log's vocabulary moved to this package; ack statuses, reasons,
 //     timer statuses and KV reasons became enums; an Idempotency-Key
 //     stores a command's outcome (or a Refusal) instead of HTTP bytes.
+//   - 3 (state): message bodies left the state file for per-partition
+//     segment files (msgstore), the dedup index is derived from them, the
+//     lease table is indexed by id and by expiry, ids derived from log
+//     indexes name the log, and a snapshot is a tar of the state file and
+//     the message files.
 const (
 	LogFormat   = 2
-	StateFormat = 2
+	StateFormat = 3
 )
 
 // FormatError is data written in a format this code does not read.

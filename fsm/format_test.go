@@ -47,10 +47,10 @@ func TestSnapshotOfAnotherFormatIsRefused(t *testing.T) {
 	image := snapshotOf(t, src.f)
 	dst := newHarness(t)
 	dst.push(item("mine", "", "b"))
-	before := stateHash(t, dst.db)
+	before := stateHash(t, dst.f)
 	err := dst.f.Restore(io.NopCloser(bytes.NewReader(image)))
 	if err == nil || !strings.Contains(err.Error(), "format 1") {
 		t.Fatalf("restore of a format-1 snapshot: %v", err)
 	}
-	eq(t, "state kept", stateHash(t, dst.db), before)
+	eq(t, "state kept", stateHash(t, dst.f), before)
 }

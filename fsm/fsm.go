@@ -1,9 +1,12 @@
 package fsm
 
 import (
+	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +16,8 @@ import (
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
+	"github.com/queen-node/queen-node/msgstore"
+	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -29,6 +34,11 @@ func (c *Changes) touch(queue string) {
 	c.Queues[queue] = struct{}{}
 }
 
+// LogID names the Raft log an FSM applies. Ids the state machine derives
+// from log indexes (queues, partitions) mix it in, so that two logs (Raft
+// groups) never mint the same id.
+const LogID = "0"
+
 // Options configure an FSM.
 type Options struct {
 	Logger  *slog.Logger
@@ -38,12 +48,15 @@ type Options struct {
 }
 
 // FSM is the replicated state machine: raft.FSM and raft.BatchingFSM over a
-// store.DB. Only the Raft apply goroutine calls Apply, ApplyBatch, Snapshot
-// and Restore; readers use Read at any time.
+// store.DB (the records) and a msgstore.Store (the message bodies). Only the
+// Raft apply goroutine calls Apply, ApplyBatch, Snapshot and Restore;
+// readers use Read at any time.
 type FSM struct {
-	db   *store.DB
-	opts Options
-	log  *slog.Logger
+	db    *store.DB
+	msgs  *msgstore.Store
+	queue *queue.Domain
+	opts  Options
+	log   *slog.Logger
 
 	// meta is the apply goroutine's copy of the stored MetaRecord.
 	meta    *command.MetaRecord
@@ -55,16 +68,27 @@ type FSM struct {
 	restoreMu sync.Mutex
 }
 
-// New opens the FSM over db, which already holds whatever was applied before
-// a restart: entries at or below its applied index are skipped when Raft
-// replays them.
-func New(db *store.DB, opts Options) (*FSM, error) {
+// New opens the FSM over db and msgs, which already hold whatever was
+// applied before a restart: entries at or below its applied index are
+// skipped when Raft replays them. Message files of partitions the state
+// does not know (a batch that never committed) are removed.
+func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &FSM{db: db, opts: opts, log: opts.Logger.With("component", "fsm")}
+	f := &FSM{db: db, msgs: msgs, queue: queue.New(LogID, msgs), opts: opts, log: opts.Logger.With("component", "fsm")}
 	if err := f.loadMeta(); err != nil {
 		return nil, err
+	}
+	err := db.View(func(r store.Reader) error {
+		qr := f.queue.Reader(r)
+		return msgs.RemoveOrphans(func(name string) bool {
+			pid, ok := msgstore.PartitionID(name)
+			return ok && qr.Live(pid)
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fsm: %w", err)
 	}
 	return f, nil
 }
@@ -129,6 +153,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		size += int64(len(l.Data))
 	}
 	f.sinceSnapshot.Add(size)
+	msgs := f.msgs.Begin()
 	err := f.db.Update(func(b *store.Batch) error {
 		for i, l := range logs {
 			if l.Index <= meta.AppliedIndex {
@@ -150,7 +175,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				now = meta.LastNowUs + 1
 			}
 			meta.LastNowUs = now
-			resp[i] = f.applyCommand(b, cmd, l.Index, now, meta, &changes)
+			resp[i] = f.applyCommand(b, msgs, cmd, l.Index, now, meta, &changes)
+		}
+		// The message files before the state file: a crash between the two
+		// leaves records the state does not know, which are trimmed.
+		if err := msgs.Flush(); err != nil {
+			return err
 		}
 		v, err := proto.Marshal(meta)
 		if err != nil {
@@ -163,6 +193,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		// the log any more.
 		panic(fmt.Sprintf("fsm: commit batch ending at %d: %v", logs[len(logs)-1].Index, err))
 	}
+	msgs.Done()
 	f.meta = meta
 	f.applied.Store(meta.AppliedIndex)
 	f.lastNow.Store(meta.LastNowUs)
@@ -178,7 +209,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 
 // applyCommand runs one command in its own staged transaction and commits
 // it, or discards it when the handler refuses the command as a whole.
-func (f *FSM) applyCommand(b *store.Batch, cmd *command.Command, index uint64, now int64,
+func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Command, index uint64, now int64,
 	meta *command.MetaRecord, changes *Changes) proto.Message {
 	h := handlerFor(cmd)
 	if h == nil {
@@ -190,7 +221,8 @@ func (f *FSM) applyCommand(b *store.Batch, cmd *command.Command, index uint64, n
 	if rp := idempotency.Replay(b.Reader(), cmd, now); rp != nil {
 		return rp // the key was seen before: nothing is applied
 	}
-	c := newApplyCtx(b.Begin(), index, now, meta, changes)
+	c := &applyCtx{tx: b.Begin(), index: index, now: now, meta: meta}
+	c.q = f.queue.Begin(c.tx, msgs, index, now)
 	start := time.Now()
 	res, keep := f.runHandler(h, c, cmd)
 	if m := f.opts.Metrics; m != nil {
@@ -198,12 +230,21 @@ func (f *FSM) applyCommand(b *store.Batch, cmd *command.Command, index uint64, n
 	}
 	if !keep {
 		c.tx.Discard()
-	} else if err := c.tx.Commit(); err != nil {
-		// A failed commit cannot be undone inside the batch, so it is fatal,
-		// never a value: the batch panics and the node restarts from the log.
-		panic(fmt.Sprintf("fsm: entry %d: %v", index, err))
+		c.q.Discard()
 	} else {
-		c.commitChanges()
+		c.q.Keep()
+		if err := c.tx.Commit(); err != nil {
+			// A failed commit cannot be undone inside the batch, so it is
+			// fatal, never a value: the batch panics and the node restarts
+			// from the log.
+			panic(fmt.Sprintf("fsm: entry %d: %v", index, err))
+		}
+		for _, q := range c.q.Touched() {
+			changes.touch(q)
+		}
+		if c.all {
+			changes.touch("*")
+		}
 	}
 	idempotency.Remember(b, cmd, now, res)
 	return res
@@ -222,25 +263,24 @@ func (f *FSM) runHandler(h *handler, c *applyCtx, cmd *command.Command) (res pro
 			res, keep = &command.Response{InternalError: fmt.Sprint("internal error: ", r)}, false
 		}
 	}()
-	res, keep = h.apply(c, cmd)
-	if keep {
-		c.flush()
-	}
-	return res, keep
+	return h.apply(c, cmd)
 }
 
 // Read runs fn on a consistent view of the state as of a whole applied
 // batch: a reader never sees part of an entry's writes.
 func (f *FSM) Read(fn func(r *Reader) error) error {
-	return f.db.View(func(sr store.Reader) error { return fn(&Reader{r: sr}) })
+	return f.db.View(func(sr store.Reader) error { return fn(f.reader(sr)) })
 }
 
 // Snapshot pins the current state; Persist streams it while Apply goes on.
-// It first syncs the state file: Raft may truncate its log up to this
-// snapshot, so the file must hold everything up to here durably
-// (DESIGN.md, the storage trap).
+// It first syncs the state file and the message files: Raft may truncate
+// its log up to this snapshot, so both must hold everything up to here
+// durably (DESIGN.md, the storage trap).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.db.Sync(); err != nil {
+		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
+	}
+	if err := f.msgs.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}
 	f.sinceSnapshot.Store(0)
@@ -248,19 +288,67 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsmSnapshot{snap: snap, index: f.AppliedIndex(), log: f.log, metrics: f.opts.Metrics}, nil
+	frozen, err := f.msgs.Freeze(f.queue.Reader(snap.Reader()).Committed())
+	if err != nil {
+		snap.Release()
+		return nil, err
+	}
+	return &fsmSnapshot{snap: snap, frozen: frozen, index: f.AppliedIndex(), log: f.log, metrics: f.opts.Metrics}, nil
 }
 
-// Restore replaces the whole state with a snapshot's, atomically for readers.
+// Snapshot stream: a tar of the state file's image, then every committed
+// message file (its committed part).
+const (
+	snapshotState    = "state.db"
+	snapshotMessages = "messages/"
+)
+
+// Restore replaces the whole state with a snapshot's, atomically for
+// readers. The message files are swapped just before the state file, under
+// its lock: a crash between the two leaves the old state file, whose
+// applied index is below the snapshot's, so the node restores again at
+// start.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.restoreMu.Lock()
 	defer f.restoreMu.Unlock()
 	start := time.Now()
+	tr := tar.NewReader(rc)
+	h, err := tr.Next()
+	if err != nil || h.Name != snapshotState {
+		return fmt.Errorf("fsm: restore: not a snapshot of state format %d (first entry: %v)", command.StateFormat, nameOr(h, err))
+	}
 	check := func(r store.Reader) error { _, err := readMeta(r, "snapshot"); return err }
-	if err := f.db.Restore(rc, check); err != nil {
+	pending, err := f.db.PrepareRestore(tr, check)
+	if err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
+	files, err := f.msgs.BeginRestore()
+	if err != nil {
+		pending.Abort()
+		return err
+	}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err == nil && !strings.HasPrefix(h.Name, snapshotMessages) {
+			err = fmt.Errorf("unexpected entry %q", h.Name)
+		}
+		if err == nil {
+			err = files.Add(strings.TrimPrefix(h.Name, snapshotMessages), tr)
+		}
+		if err != nil {
+			files.Abort()
+			pending.Abort()
+			return fmt.Errorf("fsm: restore: %w", err)
+		}
+	}
+	if err := pending.Commit(files.Commit); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
+	f.queue.Reset()
 	if err := f.loadMeta(); err != nil {
 		return err
 	}
@@ -271,8 +359,16 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+func nameOr(h *tar.Header, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return h.Name
+}
+
 type fsmSnapshot struct {
 	snap    *store.Snapshot
+	frozen  *msgstore.Frozen
 	index   uint64
 	log     *slog.Logger
 	metrics *Metrics
@@ -280,7 +376,18 @@ type fsmSnapshot struct {
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	start := time.Now()
-	n, err := s.snap.WriteTo(sink)
+	cw := &countingWriter{w: sink}
+	tw := tar.NewWriter(cw)
+	err := tw.WriteHeader(&tar.Header{Name: snapshotState, Mode: 0o600, Size: s.snap.Size(), Typeflag: tar.TypeReg})
+	if err == nil {
+		_, err = s.snap.WriteTo(tw)
+	}
+	if err == nil {
+		err = s.frozen.WriteTar(tw, snapshotMessages)
+	}
+	if err == nil {
+		err = tw.Close()
+	}
 	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("fsm: persist snapshot: %w", err)
@@ -288,12 +395,26 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err := sink.Close(); err != nil {
 		return fmt.Errorf("fsm: persist snapshot: %w", err)
 	}
-	s.log.Info("persisted snapshot", "index", s.index, "bytes", n, "took", time.Since(start))
+	s.log.Info("persisted snapshot", "index", s.index, "bytes", cw.n, "took", time.Since(start))
 	if s.metrics != nil {
 		s.metrics.snapshotSeconds.Observe(time.Since(start).Seconds())
-		s.metrics.snapshotBytes.Set(float64(n))
+		s.metrics.snapshotBytes.Set(float64(cw.n))
 	}
 	return nil
 }
 
-func (s *fsmSnapshot) Release() { s.snap.Release() }
+func (s *fsmSnapshot) Release() {
+	s.snap.Release()
+	s.frozen.Release()
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/msgstore"
+	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -29,16 +31,29 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "fsm.db"), Buckets, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	f, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, db := freshFSM(t)
 	return &harness{t: t, f: f, db: db, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()}
+}
+
+// freshFSM is an FSM over an empty state file and message store in a new
+// temp dir.
+func freshFSM(t *testing.T) (*FSM, *store.DB) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "fsm.db"), Buckets, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := msgstore.Open(filepath.Join(dir, "messages"), msgstore.Options{SegmentBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(); msgs.Close() })
+	f, err := New(db, msgs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, db
 }
 
 func (h *harness) advance(d time.Duration) { h.now += d.Microseconds() }
@@ -66,11 +81,11 @@ func (h *harness) apply(cmd *command.Command) proto.Message {
 
 func newMsgID() []byte { id := uuid.Must(uuid.NewV7()); return id[:] }
 
-func item(queue, partition, txn string) *command.PushItem {
+func item(q, partition, txn string) *command.PushItem {
 	if partition == "" {
-		partition = defaultPartition
+		partition = queue.DefaultPartition
 	}
-	return &command.PushItem{Queue: queue, Partition: partition, TransactionId: txn,
+	return &command.PushItem{Queue: q, Partition: partition, TransactionId: txn,
 		Payload: []byte(fmt.Sprintf(`{"txn":%q}`, txn)), MessageId: newMsgID()}
 }
 
@@ -161,15 +176,33 @@ func (h *harness) ackAll(pr *command.PopResult, status command.AckStatus) []*com
 	return h.ack(items...)
 }
 
-// stateHash digests every bucket of the state file.
-func stateHash(t *testing.T, db *store.DB) string {
+// stateHash digests every bucket of the state file and every committed
+// message (its index entry and its record).
+func stateHash(t *testing.T, f *FSM) string {
+	return stateHashOf(t, f, Buckets)
+}
+
+func stateHashOf(t *testing.T, f *FSM, buckets []store.Bucket) string {
 	t.Helper()
 	sum := sha256.New()
-	err := db.View(func(r store.Reader) error {
-		for _, b := range Buckets {
+	err := f.db.View(func(r store.Reader) error {
+		for _, b := range buckets {
 			c := r.Cursor(b)
 			for k, v := c.First(); k != nil; k, v = c.Next() {
 				fmt.Fprintf(sum, "%s|%x|%x\n", b, k, v)
+			}
+		}
+		for _, p := range f.queue.Reader(r).Committed() {
+			err := f.msgs.EachEntry(p.PID, p.FirstSeq, p.NextSeq, func(seq uint64, e msgstore.Entry) bool {
+				m, err := f.msgs.Message(p.PID, seq)
+				if err != nil {
+					t.Fatalf("message %x/%d: %v", p.PID, seq, err)
+				}
+				fmt.Fprintf(sum, "m|%x|%d|%+v|%x|%s|%s|%s|%s\n", p.PID, seq, e, m.ID, m.TxnID, m.TraceID, m.ProducerSub, m.Payload)
+				return true
+			})
+			if err != nil {
+				t.Fatalf("entries of %x: %v", p.PID, err)
 			}
 		}
 		return nil

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"strconv"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
@@ -37,5 +35,3 @@ func applyKV(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	}
 	return &command.KVBatchResult{Ok: true, Results: res, FailedIndex: -1}, true
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

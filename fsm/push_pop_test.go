@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/queue"
 )
 
 func TestPushCreatesQueueAndDedupsPerPartition(t *testing.T) {
@@ -280,15 +281,12 @@ func TestNamespacePopTakesFromMatchingQueuesByPriority(t *testing.T) {
 
 func stateHashWithoutMeta(t *testing.T, h *harness) string {
 	t.Helper()
-	saved := Buckets
-	defer func() { Buckets = saved }()
-	Buckets = Buckets[1:] // meta moves with every entry
-	return stateHash(t, h.db)
+	return stateHashOf(t, h.f, Buckets[1:]) // meta moves with every entry
 }
 
 func TestPopStopsAtTheByteBudgetButAlwaysDeliversOne(t *testing.T) {
 	h := newHarness(t)
-	big := make([]byte, MaxPopBytes/3)
+	big := make([]byte, queue.MaxPopBytes/3)
 	for i := range big {
 		big[i] = 'x'
 	}
@@ -302,7 +300,7 @@ func TestPopStopsAtTheByteBudgetButAlwaysDeliversOne(t *testing.T) {
 	eq(t, "messages under 16 MiB", len(r.Messages), 2)
 	h.ackAll(r, command.AckStatus_COMPLETED)
 	huge := item("q2", "", "huge")
-	huge.Payload = make([]byte, MaxPopBytes+10)
+	huge.Payload = make([]byte, queue.MaxPopBytes+10)
 	for i := range huge.Payload {
 		huge.Payload[i] = '1'
 	}

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/msgstore"
 )
 
 // workload drives a harness through a seeded mix of every command kind and
@@ -81,20 +80,6 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 	return h
 }
 
-func freshFSM(t *testing.T) (*FSM, *store.DB) {
-	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "fsm.db"), Buckets, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	f, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, db
-}
-
 // TestReplayIsDeterministic replays one recorded log into two fresh FSMs
 // and compares their whole state after every entry (DESIGN.md invariant 2).
 // One replica applies entry by entry, the other in batches of varying size,
@@ -103,8 +88,8 @@ func TestReplayIsDeterministic(t *testing.T) {
 	for seed := int64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			src := workload(t, seed, 400)
-			a, adb := freshFSM(t)
-			b, bdb := freshFSM(t)
+			a, _ := freshFSM(t)
+			b, _ := freshFSM(t)
 			rng := rand.New(rand.NewSource(seed))
 			for i := 0; i < len(src.log); {
 				n := min(rng.Intn(8)+1, len(src.log)-i)
@@ -113,11 +98,11 @@ func TestReplayIsDeterministic(t *testing.T) {
 					a.Apply(l)
 				}
 				i += n
-				if ha, hb := stateHash(t, adb), stateHash(t, bdb); ha != hb {
+				if ha, hb := stateHash(t, a), stateHash(t, b); ha != hb {
 					t.Fatalf("replicas diverged after entry %d", i)
 				}
 			}
-			if stateHash(t, adb) != stateHash(t, src.db) {
+			if stateHash(t, a) != stateHash(t, src.f) {
 				t.Fatal("replay differs from the original run")
 			}
 		})
@@ -129,10 +114,14 @@ func TestReplayIsDeterministic(t *testing.T) {
 // apply twice (DESIGN.md, the storage trap).
 func TestReplayAfterRestartSkipsAppliedEntries(t *testing.T) {
 	src := workload(t, 7, 200)
-	want := stateHash(t, src.db)
-	// Re-open the FSM over the same file, as after kill -9, and replay the
+	want := stateHash(t, src.f)
+	// Re-open the FSM over the same files, as after kill -9, and replay the
 	// whole log from index 1 as Raft would from an old snapshot.
-	f, err := New(src.db, Options{})
+	msgs, err := msgstore.Open(src.f.msgs.Dir(), msgstore.Options{SegmentBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(src.db, msgs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +129,7 @@ func TestReplayAfterRestartSkipsAppliedEntries(t *testing.T) {
 	for _, l := range src.log {
 		f.Apply(l)
 	}
-	eq(t, "state after replay", stateHash(t, src.db), want)
+	eq(t, "state after replay", stateHash(t, f), want)
 }
 
 // TestSnapshotRestoreRoundTrip compares every table after persisting a
@@ -149,11 +138,11 @@ func TestReplayAfterRestartSkipsAppliedEntries(t *testing.T) {
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	src := workload(t, 11, 300)
 	image := snapshotOf(t, src.f)
-	dst, ddb := freshFSM(t)
+	dst, _ := freshFSM(t)
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(image))); err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "state", stateHash(t, ddb), stateHash(t, src.db))
+	eq(t, "state", stateHash(t, dst), stateHash(t, src.f))
 	eq(t, "applied", dst.AppliedIndex(), src.f.AppliedIndex())
 	// Both keep going in lockstep.
 	more := workload(t, 12, 50)
@@ -163,7 +152,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		src.f.Apply(&l2)
 		dst.Apply(&l2)
 	}
-	eq(t, "state after more entries", stateHash(t, ddb), stateHash(t, src.db))
+	eq(t, "state after more entries", stateHash(t, dst), stateHash(t, src.f))
 }
 
 // snapshotOf takes a snapshot of f and returns its persisted bytes.

@@ -32,7 +32,7 @@ func applySetSwitches(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if in.TimersFireEnabled != nil {
 		m.TimersFireDisabled = !*in.TimersFireEnabled
 	}
-	c.touch("*") // pop maintenance ending, or anything else, may wake pollers
+	c.all = true // pop maintenance ending, or anything else, may wake pollers
 	return switchesOf(m), true
 }
 

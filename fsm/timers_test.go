@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/timers"
 )
 
 func schedule(queue, key, txn string, delay time.Duration) *command.TimerOp {
@@ -99,7 +100,7 @@ func TestRefusedFireBacksOffThenDeadLetters(t *testing.T) {
 	h.push(item("full", "", "occupant"))
 	h.timers(schedule("full", "k", "tk", 0))
 	var waits []time.Duration
-	for attempt := 1; attempt <= timerMaxAttempts; attempt++ {
+	for attempt := 1; attempt <= timers.MaxAttempts; attempt++ {
 		var w time.Duration
 		for {
 			f := h.fire()
@@ -126,7 +127,7 @@ func TestRefusedFireBacksOffThenDeadLetters(t *testing.T) {
 		eq(t, "dead letter", total, 1)
 		eq(t, "group", dl[0].ConsumerGroup, command.TimerDLQGroup)
 		eq(t, "payload", string(dl[0].Payload), `{"timer":"k"}`)
-		eq(t, "attempts", dl[0].RetryCount, uint32(timerMaxAttempts))
+		eq(t, "attempts", dl[0].RetryCount, uint32(timers.MaxAttempts))
 	})
 }
 

@@ -1,18 +1,22 @@
 package fsm
 
 import (
+	"strconv"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/timers"
 )
 
-// applyTransaction applies acks, pushes and KV operations as one change.
-// Checks run in the order acks, pushes, KV, and the first refusal decides
-// the reason; a refusal discards every write of the entry (invariant 3).
+// applyTransaction applies acks, pushes, KV operations and timers as one
+// change. Checks run in the order acks, pushes, KV, and the first refusal
+// decides the reason; a refusal discards every write of the entry
+// (invariant 3).
 func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetTransaction()
 	res := &command.TxnResult{TransactionId: in.TransactionId}
-	results := make([]*command.TxnItemResult, len(in.Ops), len(in.Ops)+len(in.Kv))
+	results := make([]*command.TxnItemResult, len(in.Ops), len(in.Ops)+len(in.Kv)+len(in.Timers))
 	refuse := func(reason command.Reason, text string) (proto.Message, bool) {
 		return &command.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
 	}
@@ -20,7 +24,7 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if len(in.Kv) > 0 && c.meta.KvDisabled {
 		return refuse(command.Reason_KV_DISABLED, "kv is disabled by the operator")
 	}
-	if c.meta.TimersScheduleDisabled && schedulesIn(in.Timers) {
+	if c.meta.TimersScheduleDisabled && timers.Schedules(in.Timers) {
 		return refuse(command.Reason_TIMERS_DISABLED, "timer scheduling is disabled by the operator")
 	}
 
@@ -34,7 +38,7 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		}
 	}
 	if len(ackItems) > 0 {
-		for j, r := range c.acks(ackItems, true, in.RequiredLeases) {
+		for j, r := range c.q.Acks(ackItems, true, in.RequiredLeases) {
 			if !r.Success {
 				if r.NotFound {
 					return refuse(command.Reason_REJECTED_ACK, "ACK operation failed: "+r.Error)
@@ -56,8 +60,8 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		if p == nil {
 			continue
 		}
-		r := c.push(p)
-		key := string(pidKey(r.PartitionId, p.TransactionId))
+		r := c.q.Push(p)
+		key := string(r.PartitionId) + p.TransactionId
 		if r.Status == command.PushItemResult_DUPLICATE && !pushed[key] {
 			return refuse(command.Reason_DUPLICATE, "duplicate transactionId "+p.TransactionId+" in queue "+p.Queue)
 		}
@@ -75,7 +79,7 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 			f := kvres[failed]
 			return &command.TxnResult{
 				TransactionId: in.TransactionId, Reason: command.Reason_KV_PRECONDITION,
-				Error:       "kv precondition failed at index " + itoa(len(in.Ops)+failed) + ": " + f.Reason.Text(),
+				Error:       "kv precondition failed at index " + strconv.Itoa(len(in.Ops)+failed) + ": " + f.Reason.Text(),
 				FailedIndex: int32(len(in.Ops) + failed), FailedKv: f,
 			}, false
 		}
@@ -86,9 +90,11 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 
 	// 4. Timers: no precondition can refuse them (absent is a value); they
 	// share the transaction's fate.
-	for i, op := range in.Timers {
-		r := c.timerOp(i, op)
-		results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_TIMER, Success: true, Timer: r})
+	if len(in.Timers) > 0 {
+		t := c.timers()
+		for i, op := range in.Timers {
+			results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_TIMER, Success: true, Timer: t.Op(i, op)})
+		}
 	}
 	res.Success = true
 	res.Results = results

@@ -20,6 +20,7 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -56,13 +57,18 @@ var fakePartitionID = uuid.MustParse("0198a6b2-7c1e-7d4a-9e3f-2b1c0d9e8f7a")
 // newFakeBackend builds a fake over an empty state in tb's temp dir.
 func newFakeBackend(tb testing.TB) *fakeBackend {
 	tb.Helper()
-	db, err := store.Open(filepath.Join(tb.TempDir(), "fsm.db"), fsm.Buckets,
+	dir := tb.TempDir()
+	db, err := store.Open(filepath.Join(dir, "fsm.db"), fsm.Buckets,
 		store.Options{NoSync: true, InitialMmapSize: 1 << 20})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { db.Close() })
-	state, err := fsm.New(db, fsm.Options{Logger: discardLogger()})
+	msgs, err := msgstore.Open(filepath.Join(dir, "messages"), msgstore.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close(); msgs.Close() })
+	state, err := fsm.New(db, msgs, fsm.Options{Logger: discardLogger()})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -197,6 +197,9 @@ func (db *DB) BeginSnapshot() (*Snapshot, error) {
 // WriteTo streams the pinned state as a bbolt file image.
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.tx.WriteTo(w) }
 
+// Size is the length of the image WriteTo writes.
+func (s *Snapshot) Size() int64 { return s.tx.Size() }
+
 // Reader reads the pinned state.
 func (s *Snapshot) Reader() Reader { return readTx{s.tx} }
 
@@ -209,36 +212,49 @@ func (s *Snapshot) Release() {
 	}
 }
 
-// Restore replaces the state with the bbolt image read from r. The image is
-// written and synced beside the file, checked (it opens, and check, when not
-// nil, accepts what it holds), then swapped in under the exclusive lock:
-// readers see the old state or the new one, and a refused image leaves the
-// old state in place.
+// Restore replaces the state with the bbolt image read from r: PrepareRestore
+// and Commit.
 func (db *DB) Restore(r io.Reader, check func(Reader) error) error {
+	p, err := db.PrepareRestore(r, check)
+	if err != nil {
+		return err
+	}
+	return p.Commit(nil)
+}
+
+// PendingRestore is a checked image beside the file, waiting to replace it.
+type PendingRestore struct {
+	db  *DB
+	tmp string
+}
+
+// PrepareRestore writes the bbolt image read from r beside the file, syncs
+// it and checks it (it opens, and check, when not nil, accepts what it
+// holds). The current state is untouched until Commit.
+func (db *DB) PrepareRestore(r io.Reader, check func(Reader) error) (*PendingRestore, error) {
 	tmp := db.path + ".restore"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("store: restore: %w", err)
+		return nil, fmt.Errorf("store: restore: %w", err)
 	}
 	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("store: restore: copy: %w", err)
+		return nil, fmt.Errorf("store: restore: copy: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("store: restore: sync: %w", err)
+		return nil, fmt.Errorf("store: restore: sync: %w", err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("store: restore: %w", err)
+		return nil, fmt.Errorf("store: restore: %w", err)
 	}
-	// Check the image opens before giving up the current state.
 	probe, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("store: restore: image does not open: %w", err)
+		return nil, fmt.Errorf("store: restore: image does not open: %w", err)
 	}
 	if check != nil {
 		err = probe.View(func(tx *bolt.Tx) error { return check(readTx{tx}) })
@@ -246,18 +262,35 @@ func (db *DB) Restore(r io.Reader, check func(Reader) error) error {
 	probe.Close()
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("store: restore: %w", err)
+		return nil, fmt.Errorf("store: restore: %w", err)
 	}
+	return &PendingRestore{db: db, tmp: tmp}, nil
+}
 
+// Abort drops a prepared image.
+func (p *PendingRestore) Abort() { os.Remove(p.tmp) }
+
+// Commit swaps the image in under the exclusive lock, so that readers see
+// the old state or the new one. before, when not nil, runs under the same
+// lock just before the swap (what else the state is made of, swapped with
+// it); its error stops the swap.
+func (p *PendingRestore) Commit(before func() error) error {
+	db := p.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if before != nil {
+		if err := before(); err != nil {
+			os.Remove(p.tmp)
+			return err
+		}
+	}
 	if db.bolt != nil {
 		if err := db.bolt.Close(); err != nil {
 			return fmt.Errorf("store: restore: close: %w", err)
 		}
 		db.bolt = nil
 	}
-	if err := os.Rename(tmp, db.path); err != nil {
+	if err := os.Rename(p.tmp, db.path); err != nil {
 		return fmt.Errorf("store: restore: rename: %w", err)
 	}
 	if err := syncDir(filepath.Dir(db.path)); err != nil {

@@ -1,16 +1,22 @@
-package fsm
+package queue
 
 import (
 	"bytes"
 	"sort"
 
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/leases"
+	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
 )
+
+// entries is where the pop rules read index entries: the message store as
+// flushed (a reader's committed view), or the apply batch (its own writes
+// included).
+type entries interface {
+	Entry(pid []byte, seq uint64) (msgstore.Entry, error)
+	EachEntry(pid []byte, first, next uint64, fn func(seq uint64, e msgstore.Entry) bool) error
+}
 
 // eligibility is what one (partition, group) offers a pop right now.
 type eligibility struct {
@@ -29,7 +35,7 @@ func earliest(a, b int64) int64 {
 // queue mode and "all" subscriptions at the beginning, "new" and timestamp
 // subscriptions after the last message created at or before the
 // subscription time.
-func startConsumed(r store.Reader, p *command.PartitionRecord, group string, g *command.GroupRecord) uint64 {
+func startConsumed(es entries, p *command.PartitionRecord, group string, g *command.GroupRecord) uint64 {
 	begin := p.FirstSeq - 1
 	if group == command.QueueModeGroup || g == nil || g.Mode == command.GroupRecord_ALL {
 		return begin
@@ -40,31 +46,17 @@ func startConsumed(r store.Reader, p *command.PartitionRecord, group string, g *
 	}
 	// createdAt grows with seq inside a partition: binary search for the
 	// last seq created at or before FromUs.
-	lo, hi := p.FirstSeq, last // invariant: answer in [lo-1, hi]
-	c := r.Cursor(bMessages)
-	for lo <= hi {
-		mid := lo + (hi-lo)/2
-		k, v := c.Seek(messageKey(p.Id, mid))
-		if k == nil || !bytes.HasPrefix(k, p.Id) {
-			hi = mid - 1
-			continue
-		}
-		if messageCreatedUs(v) <= g.FromUs {
-			lo = seqOfMessageKey(k) + 1
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo - 1
+	i := sort.Search(int(last-begin), func(i int) bool {
+		e, err := es.Entry(p.Id, p.FirstSeq+uint64(i))
+		return err != nil || e.CreatedUs > g.FromUs
+	})
+	return begin + uint64(i)
 }
 
 // evaluate decides whether the group can claim p now. cur.Consumed must
 // already hold the group's start in p.
-func evaluate(r store.Reader, q *command.QueueRecord, p *command.PartitionRecord, cur *command.CursorRecord, now int64) eligibility {
-	consumed := cur.Consumed
-	if consumed < p.FirstSeq-1 {
-		consumed = p.FirstSeq - 1
-	}
+func evaluate(es entries, q *command.QueueRecord, p *command.PartitionRecord, cur *command.CursorRecord, now int64) eligibility {
+	consumed := max(cur.Consumed, p.FirstSeq-1)
 	if consumed >= p.NextSeq-1 {
 		return eligibility{} // nothing pending
 	}
@@ -81,9 +73,8 @@ func evaluate(r store.Reader, q *command.QueueRecord, p *command.PartitionRecord
 		}
 	}
 	if d := q.Options.GetDelayedProcessing(); d > 0 {
-		k, v := r.Cursor(bMessages).Seek(messageKey(p.Id, consumed+1))
-		if k != nil && bytes.HasPrefix(k, p.Id) {
-			if due := messageCreatedUs(v) + d*1e6; due > now {
+		if e, err := es.Entry(p.Id, consumed+1); err == nil {
+			if due := e.CreatedUs + d*1e6; due > now {
 				next = max(next, due)
 			}
 		}
@@ -92,28 +83,6 @@ func evaluate(r store.Reader, q *command.QueueRecord, p *command.PartitionRecord
 		return eligibility{nextUs: next}
 	}
 	return eligibility{ok: true}
-}
-
-// messageCreatedUs reads created_us from a stored MessageRecord without
-// decoding (and copying) the payload.
-func messageCreatedUs(v []byte) int64 {
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		if n < 0 {
-			return 0
-		}
-		v = v[n:]
-		if num == 4 && typ == protowire.VarintType {
-			x, _ := protowire.ConsumeVarint(v)
-			return int64(x)
-		}
-		n = protowire.ConsumeFieldValue(num, typ, v)
-		if n < 0 {
-			return 0
-		}
-		v = v[n:]
-	}
-	return 0
 }
 
 // MaxPopBytes bounds the stored size of the messages one pop delivers (at
@@ -125,32 +94,36 @@ const MaxPopBytes = 16 << 20
 // deliverable lists up to budget seqs after consumed, in order, stopping at
 // the first message still inside delayedProcessing (delay holds the lane)
 // and before the byte budget runs out.
-func deliverable(r store.Reader, q *command.QueueRecord, p *command.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64) []uint64 {
+func deliverable(es entries, q *command.QueueRecord, p *command.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64) []uint64 {
 	delay := q.Options.GetDelayedProcessing() * 1e6
 	var seqs []uint64
-	c := r.Cursor(bMessages)
-	for k, v := c.Seek(messageKey(p.Id, consumed+1)); k != nil && uint32(len(seqs)) < budget && bytes.HasPrefix(k, p.Id); k, v = c.Next() {
-		if delay > 0 && messageCreatedUs(v)+delay > now {
-			break
+	end := min(p.NextSeq, consumed+1+uint64(budget))
+	es.EachEntry(p.Id, consumed+1, end, func(seq uint64, e msgstore.Entry) bool {
+		if delay > 0 && e.CreatedUs+delay > now {
+			return false
 		}
-		if len(v) > *bytesLeft && (len(seqs) > 0 || *bytesLeft < MaxPopBytes) {
-			break
+		size := int(e.Length)
+		if size > *bytesLeft && (len(seqs) > 0 || *bytesLeft < MaxPopBytes) {
+			return false
 		}
-		*bytesLeft -= len(v)
-		seqs = append(seqs, seqOfMessageKey(k))
-	}
+		*bytesLeft -= size
+		seqs = append(seqs, seq)
+		return true
+	})
 	return seqs
 }
 
-func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	in := cmd.GetPop()
+// Pop claims up to in.Batch messages for a group from the queue (or the
+// namespace's queues), partition by partition: one lease over the run it
+// delivers in each partition it claims. popMaintenance answers nothing.
+func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 	group := in.ConsumerGroup
 	if group == "" {
 		group = command.QueueModeGroup
 	}
 	res := &command.PopResult{Queue: in.Queue, ConsumerGroup: group}
-	if c.meta.PopMaintenance {
-		return res, true
+	if popMaintenance {
+		return res
 	}
 	budget := max(in.Batch, 1)
 	bytesLeft := MaxPopBytes
@@ -158,19 +131,19 @@ func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if in.HasPartition {
 		maxParts = 1
 	}
-	for _, qname := range c.popQueues(in) {
-		qs := c.queue(qname)
+	for _, qname := range t.popQueues(in) {
+		qs := t.queue(qname)
 		if qs == nil {
 			continue
 		}
-		gs := c.group(qname, group)
+		gs := t.group(qname, group)
 		if gs.rec == nil {
 			// First contact of this group with this queue: record where it
 			// starts, even if this pop finds nothing (spec §5.7).
-			gs.rec = &command.GroupRecord{CreatedUs: c.now}
+			gs.rec = &command.GroupRecord{CreatedUs: t.now}
 			switch in.Subscription {
 			case command.Pop_NEW:
-				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, c.now
+				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, t.now
 			case command.Pop_FROM:
 				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, in.SubscriptionFromUs
 			}
@@ -179,32 +152,32 @@ func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 			}
 			gs.dirty = true
 		}
-		expires := c.now + leaseSeconds(qs.rec.Options, in.LeaseSeconds)*1e6
+		expires := t.now + leaseSeconds(qs.rec.Options, in.LeaseSeconds)*1e6
 		claim := func(ps *partState) bool {
-			cs := c.cursor(ps.rec.Id, group)
+			cs := t.cursor(ps.rec.Id, group)
 			if cs.fresh && cs.rec.Consumed == 0 {
-				cs.rec.Consumed = startConsumed(c.tx, ps.rec, group, gs.rec)
+				cs.rec.Consumed = startConsumed(t.batch, ps.rec, group, gs.rec)
 			}
-			if !evaluate(c.tx, qs.rec, ps.rec, cs.rec, c.now).ok {
+			if !evaluate(t.batch, qs.rec, ps.rec, cs.rec, t.now).ok {
 				return false
 			}
-			seqs := deliverable(c.tx, qs.rec, ps.rec, max(cs.rec.Consumed, ps.rec.FirstSeq-1), budget, &bytesLeft, c.now)
+			seqs := deliverable(t.batch, qs.rec, ps.rec, max(cs.rec.Consumed, ps.rec.FirstSeq-1), budget, &bytesLeft, t.now)
 			if len(seqs) == 0 {
 				return false
 			}
 			if old := cs.rec.Lease; old != nil {
-				c.tx.Delete(bLeaseIndex, leaseIndexKey(old.LeaseId, ps.rec.Id, group))
+				leases.Remove(t.tx, old.LeaseId, ps.rec.Id, group)
 			}
 			cs.rec.Consumed = max(cs.rec.Consumed, ps.rec.FirstSeq-1)
 			cs.rec.RetryVisibleUs = 0
 			if in.AutoAck {
-				c.consumed(qs, group, cs.rec.Consumed, seqs[len(seqs)-1])
+				t.consumed(qs, group, cs.rec.Consumed, seqs[len(seqs)-1])
 				cs.rec.Consumed = seqs[len(seqs)-1]
 				cs.rec.Lease = nil
 				cs.rec.RetryCount = 0
 			} else {
-				cs.rec.Lease = leases.Grant(in.LeaseId, c.now, expires, seqs[0], seqs[len(seqs)-1])
-				c.tx.Put(bLeaseIndex, leaseIndexKey(in.LeaseId, ps.rec.Id, group), u64(uint64(expires)))
+				cs.rec.Lease = leases.Grant(in.LeaseId, t.now, expires, seqs[0], seqs[len(seqs)-1])
+				leases.Put(t.tx, leases.Holder{LeaseID: in.LeaseId, PID: ps.rec.Id, Group: group, ExpiresUs: expires})
 				res.LeaseExpiresUs = expires
 			}
 			cs.dirty = true
@@ -218,11 +191,11 @@ func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 			return true
 		}
 		if in.HasPartition {
-			if ps := c.partition(qname, in.Partition); ps != nil {
+			if ps := t.partition(qname, in.Partition); ps != nil {
 				claim(ps)
 			}
 		} else {
-			c.eachPartitionFrom(qname, gs.rec.RrAfter, func(ps *partState) bool {
+			t.eachPartitionFrom(qname, gs.rec.RrAfter, func(ps *partState) bool {
 				if claim(ps) {
 					gs.rec.RrAfter = ps.rec.Name
 					gs.dirty = true
@@ -240,12 +213,16 @@ func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if res.Queue == "" && len(res.Messages) > 0 {
 		res.Queue = res.Messages[0].Queue
 	}
-	return res, true
+	return res
 }
 
 // popQueues lists the queues a pop takes from: its one queue, or for a
 // namespace/task pop every matching queue, highest priority first.
-func (c *applyCtx) popQueues(in *command.Pop) []string {
+func (t *Tx) popQueues(in *command.Pop) []string {
+	return popQueues(t.tx, in)
+}
+
+func popQueues(r store.Reader, in *command.Pop) []string {
 	if in.Queue != "" || in.Namespace == "" {
 		return []string{in.Queue}
 	}
@@ -254,7 +231,7 @@ func (c *applyCtx) popQueues(in *command.Pop) []string {
 		priority int64
 	}
 	var cands []cand
-	cur := c.tx.Cursor(bQueues)
+	cur := r.Cursor(bQueues)
 	for k, v := cur.First(); k != nil; k, v = cur.Next() {
 		rec := &command.QueueRecord{}
 		mustUnmarshal(v, rec)
@@ -274,23 +251,21 @@ func (c *applyCtx) popQueues(in *command.Pop) []string {
 // after `after` and wrapping around, until fn returns false. Starting after
 // the last partition the group claimed keeps one busy partition from
 // starving the others.
-func (c *applyCtx) eachPartitionFrom(queue, after string, fn func(*partState) bool) {
+func (t *Tx) eachPartitionFrom(queue, after string, fn func(*partState) bool) {
 	pfx := prefix(queue)
 	mark := join(queue, after)
-	// visit walks keys from `from` while inRange holds; it reports whether
-	// fn wants more.
 	visit := func(from []byte, skipMark bool, inRange func(k []byte) bool) bool {
-		cur := c.tx.Cursor(bPartitions)
+		cur := t.tx.Cursor(bPartitions)
 		for k, v := cur.Seek(from); k != nil && hasPrefix(k, pfx) && inRange(k); k, v = cur.Next() {
 			if skipMark && bytes.Equal(k, mark) {
 				continue
 			}
-			ps, ok := c.parts[string(k)]
+			ps, ok := t.parts[string(k)]
 			if !ok {
 				rec := &command.PartitionRecord{}
 				mustUnmarshal(v, rec)
 				ps = &partState{rec: rec}
-				c.cachePartition(string(k), ps)
+				t.cachePartition(string(k), ps)
 			}
 			if ps != nil && !fn(ps) {
 				return false
@@ -307,5 +282,4 @@ func (c *applyCtx) eachPartitionFrom(queue, after string, fn func(*partState) bo
 		return
 	}
 	visit(pfx, false, func(k []byte) bool { return bytes.Compare(k, mark) <= 0 }) // wrap around
-
 }

@@ -1,7 +1,6 @@
-package fsm
+package queue
 
 import (
-	"encoding/binary"
 	"slices"
 	"sort"
 
@@ -18,10 +17,6 @@ const (
 	errAlreadyAcked    = "Message already acknowledged"
 	defaultDLQError    = "Retries exhausted"
 )
-
-func applyAck(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	return &command.AckResult{Items: c.acks(cmd.GetAck().Items, false, nil)}, true
-}
 
 // ackGroup is one (partition, group) touched by an ack command. The lease
 // it saw when the command started decides every item's fencing, so that a
@@ -40,11 +35,11 @@ type ackGroup struct {
 	retrySpent bool // this command already spent the lease's one retry
 }
 
-// acks applies ack items and returns one result per item, in request order.
+// Acks applies ack items and returns one result per item, in request order.
 // inTxn selects the transaction rules (addendum §4.5): a non-completed ack
 // of an already consumed message is refused instead of being a no-op, and
 // an ack without its own leaseId must be covered by one of required.
-func (c *applyCtx) acks(items []*command.AckItem, inTxn bool, required []string) []*command.AckItemResult {
+func (t *Tx) Acks(items []*command.AckItem, inTxn bool, required []string) []*command.AckItemResult {
 	results := make([]*command.AckItemResult, len(items))
 	type resolved struct {
 		i   int
@@ -62,12 +57,10 @@ func (c *applyCtx) acks(items []*command.AckItem, inTxn bool, required []string)
 		if group == "" {
 			group = command.QueueModeGroup
 		}
-		ps := c.partitionByID(it.PartitionId)
+		ps := t.partitionByID(it.PartitionId)
 		var seq uint64
 		if ps != nil {
-			if v := c.tx.Get(bDedup, pidKey(ps.rec.Id, it.TransactionId)); v != nil {
-				seq = binary.BigEndian.Uint64(v[:8])
-			}
+			seq = t.lookup(ps, it.TransactionId)
 		}
 		if seq == 0 {
 			r.Error, r.NotFound = errMessageNotFound, true
@@ -77,9 +70,9 @@ func (c *applyCtx) acks(items []*command.AckItem, inTxn bool, required []string)
 		gk := string(pidKey(ps.rec.Id, group))
 		ag := groups[gk]
 		if ag == nil {
-			cs := c.cursor(ps.rec.Id, group)
-			ag = &ackGroup{qs: c.queue(ps.rec.Queue), ps: ps, cs: cs, group: group}
-			if leases.Live(cs.rec.Lease, c.now) {
+			cs := t.cursor(ps.rec.Id, group)
+			ag = &ackGroup{qs: t.queue(ps.rec.Queue), ps: ps, cs: cs, group: group}
+			if leases.Live(cs.rec.Lease, t.now) {
 				ag.preLease = proto.Clone(cs.rec.Lease).(*command.Lease)
 			}
 			groups[gk] = ag
@@ -97,13 +90,13 @@ func (c *applyCtx) acks(items []*command.AckItem, inTxn bool, required []string)
 		}
 		return x.seq < y.seq
 	})
-	for _, t := range todo {
-		c.ackOne(t.ag, items[t.i], t.seq, results[t.i], inTxn, required)
+	for _, r := range todo {
+		t.ackOne(r.ag, items[r.i], r.seq, results[r.i], inTxn, required)
 	}
 	return results
 }
 
-func (c *applyCtx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.AckItemResult, inTxn bool, required []string) {
+func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.AckItemResult, inTxn bool, required []string) {
 	cur := ag.cs.rec
 	if seq <= cur.Consumed {
 		// Already consumed. A fenced ack must name a lease that held it (the
@@ -162,15 +155,15 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *comm
 		if fenced && !leaseHeld {
 			return // the run was given back by an earlier failure; it comes again
 		}
-		c.consume(ag, seq, r)
+		t.consume(ag, seq, r)
 	case command.AckStatus_RETRY:
 		if leaseHeld {
-			c.releaseLease(ag)
+			t.releaseLease(ag)
 			r.LeaseReleased = true
 		}
 		cur.RetryVisibleUs = 0
 		ag.cs.dirty = true
-		c.touch(ag.ps.rec.Queue)
+		t.touch(ag.ps.rec.Queue)
 	case command.AckStatus_FAILED, command.AckStatus_DLQ:
 		if !ag.failedSeen {
 			ag.failedSeen = true
@@ -184,9 +177,9 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *comm
 			if !it.HasError || text == "" {
 				text = defaultDLQError
 			}
-			c.deadLetter(ag, seq, text)
+			t.deadLetter(ag, seq, text)
 			r.Dlq = true
-			c.consume(ag, seq, r)
+			t.consume(ag, seq, r)
 			cur.RetryCount = 0
 			ag.cs.dirty = true
 			return
@@ -197,80 +190,83 @@ func (c *applyCtx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *comm
 		// Give the partition back, spend one retry, and hold the lane for
 		// the backoff.
 		if leaseHeld {
-			c.releaseLease(ag)
+			t.releaseLease(ag)
 			r.LeaseReleased = true
 		}
 		ag.retrySpent = true
 		cur.RetryCount++
-		cur.RetryVisibleUs = c.now + leases.RetryDelayUs(ag.qs.rec.Options.GetRetryDelay(), cur.RetryCount, c.messageID(ag, seq))
+		cur.RetryVisibleUs = t.now + leases.RetryDelayUs(ag.qs.rec.Options.GetRetryDelay(), cur.RetryCount, t.messageID(ag, seq))
 		ag.cs.dirty = true
-		c.touch(ag.ps.rec.Queue)
+		t.touch(ag.ps.rec.Queue)
 	}
 }
 
 // consume marks seq done and releases the lease when its run is complete.
-func (c *applyCtx) consume(ag *ackGroup, seq uint64, r *command.AckItemResult) {
+func (t *Tx) consume(ag *ackGroup, seq uint64, r *command.AckItemResult) {
 	cur := ag.cs.rec
 	before := cur.Consumed
 	runDone := leases.MarkConsumed(cur, seq)
-	c.consumed(ag.qs, ag.group, before, cur.Consumed)
+	t.consumed(ag.qs, ag.group, before, cur.Consumed)
 	if cur.Consumed != before {
 		cur.RetryCount = 0 // the head moved on: its failures are history
 		cur.RetryVisibleUs = 0
 	}
 	if runDone {
-		c.releaseLease(ag)
+		t.releaseLease(ag)
 		r.LeaseReleased = true
 	}
 	ag.cs.dirty = true
 }
 
-func (c *applyCtx) releaseLease(ag *ackGroup) {
+func (t *Tx) releaseLease(ag *ackGroup) {
 	cur := ag.cs.rec
 	if cur.Lease == nil {
 		return
 	}
-	c.tx.Delete(bLeaseIndex, leaseIndexKey(cur.Lease.LeaseId, ag.ps.rec.Id, ag.group))
+	leases.Remove(t.tx, cur.Lease.LeaseId, ag.ps.rec.Id, ag.group)
 	cur.RecentLeases = append(cur.RecentLeases, cur.Lease.LeaseId)
 	if n := len(cur.RecentLeases); n > maxRecentLeases {
 		cur.RecentLeases = append([]string(nil), cur.RecentLeases[n-maxRecentLeases:]...)
 	}
 	cur.Lease = nil
 	ag.cs.dirty = true
-	c.touch(ag.ps.rec.Queue)
+	t.touch(ag.ps.rec.Queue)
 }
 
-func (c *applyCtx) messageID(ag *ackGroup, seq uint64) []byte {
-	if v := c.tx.Get(bMessages, messageKey(ag.ps.rec.Id, seq)); v != nil {
-		m := &command.MessageRecord{}
-		mustUnmarshal(v, m)
-		return m.Id
+func (t *Tx) messageID(ag *ackGroup, seq uint64) []byte {
+	if m, err := t.batch.Message(ag.ps.rec.Id, seq); err == nil {
+		return m.ID
 	}
 	return nil
 }
 
 // deadLetter files seq under the group in the queue's dead-letter list,
 // copied from the message's own stored record in this same entry.
-func (c *applyCtx) deadLetter(ag *ackGroup, seq uint64, text string) {
-	m := &command.MessageRecord{}
-	if v := c.tx.Get(bMessages, messageKey(ag.ps.rec.Id, seq)); v != nil {
-		mustUnmarshal(v, m)
+func (t *Tx) deadLetter(ag *ackGroup, seq uint64, text string) {
+	rec := &command.DLQRecord{PartitionId: ag.ps.rec.Id, Queue: ag.ps.rec.Queue, Partition: ag.ps.rec.Name,
+		ConsumerGroup: ag.group, Error: text, RetryCount: ag.cs.rec.RetryCount, FailedUs: t.now, Seq: seq}
+	if m, err := t.batch.Message(ag.ps.rec.Id, seq); err == nil {
+		rec.MessageId, rec.TransactionId, rec.Payload = m.ID, m.TxnID, m.Payload
+		rec.ProducerSub, rec.TraceId, rec.CreatedUs = m.ProducerSub, m.TraceID, m.CreatedUs
 	}
-	rec := &command.DLQRecord{
-		MessageId: m.Id, TransactionId: m.TransactionId, PartitionId: ag.ps.rec.Id,
-		Queue: ag.ps.rec.Queue, Partition: ag.ps.rec.Name, ConsumerGroup: ag.group,
-		Error: text, RetryCount: ag.cs.rec.RetryCount, Payload: m.Payload,
-		ProducerSub: m.ProducerSub, TraceId: m.TraceId, CreatedUs: m.CreatedUs,
-		FailedUs: c.now, Seq: seq,
-	}
-	c.addDeadLetter(ag.qs, rec)
+	t.addDeadLetter(ag.qs, rec)
 }
 
-func (c *applyCtx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
-	tk := timeKey(c.now, c.index, c.ordinal)
-	c.ordinal++
-	c.tx.Put(bDLQ, append(append([]byte(nil), qs.rec.Id...), tk...), mustMarshal(rec))
-	c.tx.Put(bDLQTime, tk, append([]byte(nil), qs.rec.Id...))
+// DeadLetter files a dead letter that did not come from a stored message
+// (a timer that could never fire) in queue's DLQ, creating the queue and
+// the partition it names so the row can be found.
+func (t *Tx) DeadLetter(queue, partition string, rec *command.DLQRecord) {
+	qs := t.ensureQueue(queue)
+	ps := t.ensurePartition(queue, partition)
+	rec.PartitionId, rec.Queue, rec.Partition = ps.rec.Id, queue, partition
+	t.addDeadLetter(qs, rec)
+	t.touch(queue)
+}
+
+func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
+	tk := timeKey(t.now, t.index, t.nextOrdinal())
+	t.tx.Put(bDLQ, append(append([]byte(nil), qs.rec.Id...), tk...), mustMarshal(rec))
+	t.tx.Put(bDLQTime, tk, append([]byte(nil), qs.rec.Id...))
 	qs.rec.DlqCount++
 	qs.dirty = true
 }
@@ -285,7 +281,7 @@ func heldBy(cur *command.CursorRecord, leaseID string) bool {
 
 // consumed keeps the queue's pending count (what maxSize bounds) in step
 // with the queue-mode cursor.
-func (c *applyCtx) consumed(qs *queueState, group string, before, after uint64) {
+func (t *Tx) consumed(qs *queueState, group string, before, after uint64) {
 	if group != command.QueueModeGroup || qs == nil || after <= before {
 		return
 	}

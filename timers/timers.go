@@ -1,4 +1,4 @@
-package fsm
+package timers
 
 import (
 	"bytes"
@@ -9,22 +9,71 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/store"
 )
 
-// Timers (addendum §1): a scheduled message is a record in the state, keyed
-// by (queue, timerKey), plus an index ordered by the time it is due. The
-// due time is the entry's time plus the delay, computed in apply from the
-// leader's stamp. The leader proposes fire steps; apply fires every timer
-// due by the fire entry's own time, earliest first, each through the
-// ordinary push path (dedup by txn), and deletes the timer in the same
-// entry, so a fired message and its pending timer never coexist.
+// Buckets of the state file the timers own.
+var (
+	bTimers   = store.Bucket("timers")    // queue 0 timerKey → TimerRecord
+	bTimerDue = store.Bucket("timer_due") // due queue 0 timerKey → nil
+)
+
+// Buckets lists them, for store.Open.
+var Buckets = []store.Bucket{bTimers, bTimerDue}
+
+// Pusher is where a fired timer goes: the queue domain's push path (dedup
+// by txn included) and its dead-letter list.
+type Pusher interface {
+	Push(it *command.PushItem) *command.PushItemResult
+	DeadLetter(queue, partition string, rec *command.DLQRecord)
+}
+
+// Tx is one command's view of the timers.
+type Tx struct {
+	tx  *store.Tx
+	now int64
+	q   Pusher
+}
+
+// Begin starts a command at entry time now; q takes fired messages.
+func Begin(tx *store.Tx, now int64, q Pusher) *Tx { return &Tx{tx: tx, now: now, q: q} }
+
+func join(a, b string) []byte {
+	k := make([]byte, 0, len(a)+1+len(b))
+	k = append(k, a...)
+	k = append(k, 0)
+	return append(k, b...)
+}
+
+func splitJoined(k []byte) (string, string) {
+	for i, c := range k {
+		if c == 0 {
+			return string(k[:i]), string(k[i+1:])
+		}
+	}
+	return string(k), ""
+}
+
+func mustUnmarshal(b []byte, m proto.Message) {
+	if err := proto.Unmarshal(b, m); err != nil {
+		panic("timers: stored record does not decode: " + err.Error())
+	}
+}
+
+func mustMarshal(m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic("timers: record does not encode: " + err.Error())
+	}
+	return b
+}
 
 // Fire limits.
 const (
-	// timerMaxAttempts permanent refusals make a timer a dead letter.
-	timerMaxAttempts = 5
-	timerBackoffMin  = int64(1e6)  // µs
-	timerBackoffMax  = int64(60e6) // µs
+	// MaxAttempts permanent refusals make a timer a dead letter.
+	MaxAttempts     = 5
+	timerBackoffMin = int64(1e6)  // µs
+	timerBackoffMax = int64(60e6) // µs
 
 	defaultFireLimit = 256
 	defaultFireBytes = 4 << 20
@@ -41,7 +90,7 @@ func timerDueKey(due int64, queue, key string) []byte {
 // timerDue is when a timer may fire.
 func timerDue(t *command.TimerRecord) int64 { return max(t.DeliverAtUs, t.BackoffUntilUs) }
 
-func (c *applyCtx) timer(queue, key string) *command.TimerRecord {
+func (c *Tx) timer(queue, key string) *command.TimerRecord {
 	v := c.tx.Get(bTimers, timerRecKey(queue, key))
 	if v == nil {
 		return nil
@@ -51,18 +100,19 @@ func (c *applyCtx) timer(queue, key string) *command.TimerRecord {
 	return t
 }
 
-func (c *applyCtx) putTimer(t *command.TimerRecord) {
+func (c *Tx) putTimer(t *command.TimerRecord) {
 	c.tx.Put(bTimers, timerRecKey(t.Queue, t.TimerKey), mustMarshal(t))
 	c.tx.Put(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey), nil)
 }
 
-func (c *applyCtx) deleteTimer(t *command.TimerRecord) {
+func (c *Tx) deleteTimer(t *command.TimerRecord) {
 	c.tx.Delete(bTimers, timerRecKey(t.Queue, t.TimerKey))
 	c.tx.Delete(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey))
 }
 
-// schedulesIn reports whether any op schedules (cancels are always allowed).
-func schedulesIn(ops []*command.TimerOp) bool {
+// Schedules reports whether any op schedules (cancels are always allowed:
+// the operator's schedule switch never refuses them).
+func Schedules(ops []*command.TimerOp) bool {
 	for _, op := range ops {
 		if op.Kind != command.TimerOp_CANCEL {
 			return true
@@ -71,8 +121,8 @@ func schedulesIn(ops []*command.TimerOp) bool {
 	return false
 }
 
-// timerOp applies one schedule, reschedule or cancel.
-func (c *applyCtx) timerOp(i int, op *command.TimerOp) *command.TimerResult {
+// Op applies one schedule, reschedule or cancel (the i-th of its call).
+func (c *Tx) Op(i int, op *command.TimerOp) *command.TimerResult {
 	r := &command.TimerResult{Queue: op.Queue, TimerKey: op.TimerKey, OpIndex: uint32(i)}
 	old := c.timer(op.Queue, op.TimerKey)
 	if op.Kind == command.TimerOp_CANCEL {
@@ -86,7 +136,7 @@ func (c *applyCtx) timerOp(i int, op *command.TimerOp) *command.TimerResult {
 	}
 	partition := op.Partition
 	if partition == "" {
-		partition = defaultPartition
+		partition = "Default"
 	}
 	t := &command.TimerRecord{
 		Queue: op.Queue, TimerKey: op.TimerKey, Partition: partition,
@@ -105,28 +155,10 @@ func (c *applyCtx) timerOp(i int, op *command.TimerOp) *command.TimerResult {
 	return r
 }
 
-// applyTimerBatch is POST /api/v1/timers: independent ops, one entry. While
-// the operator has scheduling switched off, a call with any schedule is
-// refused whole (never half applied).
-func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	ops := cmd.GetTimers().Ops
-	if c.meta.TimersScheduleDisabled && schedulesIn(ops) {
-		return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}, false
-	}
-	res := &command.TimerBatchResult{}
-	for i, op := range ops {
-		res.Results = append(res.Results, c.timerOp(i, op))
-	}
-	return res, true
-}
-
-// applyFireTimers fires the timers due by this entry's time.
-func applyFireTimers(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	in := cmd.GetFireTimers()
+// Fire fires the timers due by the entry's time, earliest first, within
+// the limits of in.
+func (c *Tx) Fire(in *command.FireTimers) *command.FireResult {
 	res := &command.FireResult{}
-	if c.meta.TimersFireDisabled {
-		return res, true
-	}
 	limit, maxBytes := int(in.Limit), int(in.MaxBytes)
 	if limit <= 0 {
 		limit = defaultFireLimit
@@ -162,14 +194,14 @@ func applyFireTimers(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	for _, t := range due {
 		c.fire(t, res)
 	}
-	return res, true
+	return res
 }
 
 // fire appends one timer's message through the push path and deletes the
 // timer; a refused append backs off, and the fifth refusal files a dead
 // letter under the group __timer__.
-func (c *applyCtx) fire(t *command.TimerRecord, res *command.FireResult) {
-	r := c.push(&command.PushItem{Queue: t.Queue, Partition: t.Partition, TransactionId: t.Txn,
+func (c *Tx) fire(t *command.TimerRecord, res *command.FireResult) {
+	r := c.q.Push(&command.PushItem{Queue: t.Queue, Partition: t.Partition, TransactionId: t.Txn,
 		Payload: t.Payload, MessageId: t.MessageId, ProducerSub: t.ProducerSub})
 	if r.Status != command.PushItemResult_FAILED {
 		// Appended, or absorbed by dedup (the txn is already there):
@@ -183,7 +215,7 @@ func (c *applyCtx) fire(t *command.TimerRecord, res *command.FireResult) {
 	t.Attempts++
 	t.LastError = "push_refused: " + r.Error
 	t.UpdatedUs = c.now
-	if t.Attempts >= timerMaxAttempts {
+	if t.Attempts >= MaxAttempts {
 		c.timerDeadLetter(t)
 		res.Dead++
 		return
@@ -195,28 +227,32 @@ func (c *applyCtx) fire(t *command.TimerRecord, res *command.FireResult) {
 }
 
 // timerDeadLetter files a timer that could not fire in its destination
-// queue's DLQ, creating the queue and partition so the row can be found.
-func (c *applyCtx) timerDeadLetter(t *command.TimerRecord) {
-	qs := c.ensureQueue(t.Queue)
-	ps := c.ensurePartition(t.Queue, t.Partition)
+// queue's DLQ (which creates the queue and partition so the row can be
+// found).
+func (c *Tx) timerDeadLetter(t *command.TimerRecord) {
 	payload := t.Payload
 	if !json.Valid(payload) {
 		payload, _ = json.Marshal(map[string]string{"_raw_b64": base64.StdEncoding.EncodeToString(t.Payload)})
 	}
-	c.addDeadLetter(qs, &command.DLQRecord{
-		MessageId: t.MessageId, TransactionId: t.Txn, PartitionId: ps.rec.Id, Queue: t.Queue,
-		Partition: t.Partition, ConsumerGroup: command.TimerDLQGroup, Error: t.LastError,
+	c.q.DeadLetter(t.Queue, t.Partition, &command.DLQRecord{
+		MessageId: t.MessageId, TransactionId: t.Txn, ConsumerGroup: command.TimerDLQGroup, Error: t.LastError,
 		RetryCount: t.Attempts, Payload: payload, ProducerSub: t.ProducerSub,
 		CreatedUs: t.CreatedUs, FailedUs: c.now,
 	})
 }
 
-// Reads.
+// Reader answers questions about pending timers from one view of the state.
+type Reader struct{ r store.Reader }
+
+// NewReader reads through r.
+func NewReader(r store.Reader) *Reader { return &Reader{r: r} }
 
 // Timer returns a pending timer, or nil.
 func (rd *Reader) Timer(queue, key string) *command.TimerRecord {
 	if v := rd.r.Get(bTimers, timerRecKey(queue, key)); v != nil {
-		return decode(v, &command.TimerRecord{})
+		t := &command.TimerRecord{}
+		mustUnmarshal(v, t)
+		return t
 	}
 	return nil
 }
@@ -224,7 +260,7 @@ func (rd *Reader) Timer(queue, key string) *command.TimerRecord {
 // Timers lists a queue's pending timers in timerKey byte order, after the
 // exclusive cursor `after`, at most limit; truncated says more follow.
 func (rd *Reader) Timers(queue, after string, limit int) (rows []*command.TimerRecord, truncated bool) {
-	pfx := prefix(queue)
+	pfx := append([]byte(queue), 0)
 	start := pfx
 	if after != "" {
 		start = append(timerRecKey(queue, after), 0)
@@ -234,7 +270,9 @@ func (rd *Reader) Timers(queue, after string, limit int) (rows []*command.TimerR
 		if len(rows) == limit {
 			return rows, true
 		}
-		rows = append(rows, decode(v, &command.TimerRecord{}))
+		t := &command.TimerRecord{}
+		mustUnmarshal(v, t)
+		rows = append(rows, t)
 	}
 	return rows, false
 }
@@ -250,8 +288,8 @@ func (rd *Reader) TimerCount(queue, keyPrefix string) int {
 	return n
 }
 
-// NextTimerDue is the due time of the earliest pending timer (0: none).
-func (rd *Reader) NextTimerDue() int64 {
+// NextDue is the due time of the earliest pending timer (0: none).
+func (rd *Reader) NextDue() int64 {
 	k, _ := rd.r.Cursor(bTimerDue).First()
 	if k == nil {
 		return 0

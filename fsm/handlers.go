@@ -1,0 +1,89 @@
+package fsm
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/idempotency"
+	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/timers"
+)
+
+// The handlers: each decodes its command and calls its domain.
+
+func applyPush(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	items := cmd.GetPush().Items
+	res := &command.PushResult{Items: make([]*command.PushItemResult, len(items))}
+	for i, it := range items {
+		res.Items[i] = c.q.Push(it)
+	}
+	return res, true
+}
+
+func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.Pop(cmd.GetPop(), c.meta.PopMaintenance), true
+}
+
+func applyAck(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return &command.AckResult{Items: c.q.Acks(cmd.GetAck().Items, false, nil)}, true
+}
+
+func applyExtendLease(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.ExtendLease(cmd.GetExtendLease()), true
+}
+
+func applyConfigure(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.Configure(cmd.GetConfigure()), true
+}
+
+func applyDeleteQueue(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.DeleteQueue(cmd.GetDeleteQueue().Queue), true
+}
+
+const defaultSweepLimit = 1000
+
+// applySweep collects, in bounded steps, what entry time has made dead:
+// expired leases, expired KV entries and idempotency records, and the
+// records of deleted queues. Every candidate is re-checked by its domain,
+// so a sweep proposed late or twice changes nothing it should not.
+func applySweep(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	limit := int(cmd.GetSweep().Limit)
+	if limit <= 0 {
+		limit = defaultSweepLimit
+	}
+	res := &command.SweepResult{}
+	n, more := c.q.SweepLeases(limit)
+	res.Leases, res.More = uint32(n), more
+	n, more = kvstore.Sweep(c.tx, c.now, limit)
+	res.Kv, res.More = uint32(n), res.More || more
+	n, more = idempotency.Sweep(c.tx, c.now, limit)
+	res.Idempotency, res.More = uint32(n), res.More || more
+	n, more = c.q.SweepGraveyard(limit)
+	res.Messages, res.More = uint32(n), res.More || more
+	return res, true
+}
+
+// applyTimerBatch is POST /api/v1/timers: independent ops, one entry. While
+// the operator has scheduling switched off, a call with any schedule is
+// refused whole (never half applied).
+func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	ops := cmd.GetTimers().Ops
+	if c.meta.TimersScheduleDisabled && timers.Schedules(ops) {
+		return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}, false
+	}
+	t := c.timers()
+	res := &command.TimerBatchResult{}
+	for i, op := range ops {
+		res.Results = append(res.Results, t.Op(i, op))
+	}
+	return res, true
+}
+
+// applyFireTimers fires the timers due by this entry's time, unless the
+// operator switched fires off.
+func applyFireTimers(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	if c.meta.TimersFireDisabled {
+		return &command.FireResult{}, true
+	}
+	return c.timers().Fire(cmd.GetFireTimers()), true
+}

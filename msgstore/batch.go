@@ -1,0 +1,379 @@
+package msgstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Batch is the writes of one Raft batch, in memory until Flush. Only the
+// apply goroutine uses a Batch, one at a time.
+type Batch struct {
+	s       *Store
+	touched map[*segment]bool
+	removes []string // paths to remove after the state file committed (Done)
+	stage   *Stage
+}
+
+// Begin starts a batch.
+func (s *Store) Begin() *Batch {
+	return &Batch{s: s, touched: map[*segment]bool{}}
+}
+
+// Stage is one command's writes inside a batch: Keep adds them to the
+// batch, Discard takes them back (a command refused as a whole).
+type Stage struct {
+	b     *Batch
+	marks map[*segment]mark
+	made  []madeSeg // segments this stage created
+	rm    int       // len(b.removes) when the stage began
+}
+
+type mark struct{ log, idx int }
+
+type madeSeg struct {
+	p *partition
+	g *segment
+}
+
+// Stage starts a command's writes. Stages do not nest.
+func (b *Batch) Stage() *Stage {
+	st := &Stage{b: b, marks: map[*segment]mark{}, rm: len(b.removes)}
+	b.stage = st
+	return st
+}
+
+// Keep makes the stage's writes part of the batch.
+func (st *Stage) Keep() { st.b.stage = nil }
+
+// Discard takes the stage's writes back.
+func (st *Stage) Discard() {
+	s := st.b.s
+	for g, m := range st.marks {
+		g.pendLog, g.pendIdx = g.pendLog[:m.log], g.pendIdx[:m.idx]
+	}
+	s.mu.Lock()
+	for i := len(st.made) - 1; i >= 0; i-- {
+		p := st.made[i].p
+		if n := len(p.segs); n > 0 && p.segs[n-1] == st.made[i].g {
+			p.segs = p.segs[:n-1]
+		}
+		delete(st.b.touched, st.made[i].g)
+	}
+	s.mu.Unlock()
+	st.b.removes = st.b.removes[:st.rm]
+	st.b.stage = nil
+}
+
+func (b *Batch) noteWrite(g *segment) {
+	b.touched[g] = true
+	if st := b.stage; st != nil {
+		if _, ok := st.marks[g]; !ok {
+			st.marks[g] = mark{len(g.pendLog), len(g.pendIdx)}
+		}
+	}
+}
+
+// Append stores m as seq of pid. seq must follow the partition's last
+// record (the state machine's next seq): the first append to a partition in
+// this process trims what a crash left past the committed state first (a
+// partition is never appended to before firstSeq of it is known, so
+// segments wholly below firstSeq are removed with it).
+func (b *Batch) Append(pid []byte, firstSeq, seq uint64, m *Message) error {
+	s := b.s
+	s.mu.Lock()
+	p := s.part(pid)
+	s.mu.Unlock()
+	if !p.trimmed {
+		if err := b.trim(p, firstSeq, seq); err != nil {
+			return err
+		}
+	}
+	rec := encode(nil, m)
+	s.mu.Lock()
+	var g *segment
+	if n := len(p.segs); n > 0 {
+		g = p.segs[n-1]
+	}
+	if g != nil && g.base+uint64(g.totalCount()) != seq {
+		s.mu.Unlock()
+		return fmt.Errorf("msgstore: append of seq %d to a partition whose last segment ends before %d", seq, g.base+uint64(g.totalCount()))
+	}
+	if g == nil || (g.totalCount() > 0 && g.totalLog()+int64(len(rec)) > s.opts.SegmentBytes) {
+		g = newSegment(p.dir, seq)
+		p.segs = append(p.segs, g)
+		if st := b.stage; st != nil {
+			st.made = append(st.made, madeSeg{p, g})
+		}
+	}
+	s.mu.Unlock()
+	b.noteWrite(g)
+	e := Entry{Offset: uint32(g.totalLog()), Length: uint32(len(rec)), CreatedUs: m.CreatedUs, TxnHash: TxnHash(m.TxnID)}
+	g.pendLog = append(g.pendLog, rec...)
+	var eb [entrySize]byte
+	e.put(eb[:])
+	g.pendIdx = append(g.pendIdx, eb[:]...)
+	return nil
+}
+
+// trim cuts p back to seqs firstSeq..next-1, which the state file
+// committed: it removes segments wholly past them or wholly before them and
+// truncates the last kept one after its last committed record.
+func (b *Batch) trim(p *partition, firstSeq, next uint64) error {
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keep []*segment
+	for i, g := range p.segs {
+		end := next // first seq past g
+		if i+1 < len(p.segs) {
+			end = min(end, p.segs[i+1].base)
+		}
+		switch {
+		case g.base >= next, end <= firstSeq:
+			s.files.forget(g.logPath)
+			s.files.forget(g.idxPath)
+			if err := removeFiles(g.logPath, g.idxPath); err != nil {
+				return err
+			}
+		default:
+			keep = append(keep, g)
+		}
+	}
+	p.segs = keep
+	if n := len(keep); n > 0 {
+		g := keep[n-1]
+		count := int64(next - g.base)
+		var logLen int64
+		if count > 0 {
+			e, err := s.fileEntry(g, next-1)
+			if err != nil {
+				return fmt.Errorf("msgstore: trim %s: last committed record %d: %w", p.dir, next-1, err)
+			}
+			logLen = int64(e.Offset) + int64(e.Length)
+		}
+		if g.count != count || g.logSize != logLen {
+			s.files.forget(g.logPath)
+			s.files.forget(g.idxPath)
+			if err := os.Truncate(g.idxPath, count*entrySize); err != nil {
+				return fmt.Errorf("msgstore: trim: %w", err)
+			}
+			if err := os.Truncate(g.logPath, logLen); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("msgstore: trim: %w", err)
+			}
+			g.count, g.logSize = count, logLen
+		}
+	}
+	p.trimmed = true
+	return nil
+}
+
+func removeFiles(paths ...string) error {
+	for _, p := range paths {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("msgstore: %w", err)
+		}
+	}
+	return nil
+}
+
+// Entry returns the index entry of (pid, seq), this batch's writes
+// included.
+func (b *Batch) Entry(pid []byte, seq uint64) (Entry, error) {
+	g := b.segmentOf(pid, seq)
+	if g == nil {
+		return Entry{}, ErrNotFound
+	}
+	i := int64(seq - g.base)
+	if i >= g.count {
+		j := (i - g.count) * entrySize
+		if j+entrySize > int64(len(g.pendIdx)) {
+			return Entry{}, ErrNotFound
+		}
+		return readEntry(g.pendIdx[j:]), nil
+	}
+	return b.s.fileEntry(g, seq)
+}
+
+// Message reads (pid, seq), this batch's writes included.
+func (b *Batch) Message(pid []byte, seq uint64) (*Message, error) {
+	e, err := b.Entry(pid, seq)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := b.record(pid, seq)
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{CreatedUs: e.CreatedUs}
+	if err := decode(rec, m); err != nil {
+		return nil, err
+	}
+	m.Payload = append([]byte(nil), m.Payload...)
+	m.ID = append([]byte(nil), m.ID...)
+	return m, nil
+}
+
+// Txn reads the transaction id of (pid, seq), this batch's writes included.
+func (b *Batch) Txn(pid []byte, seq uint64) (string, error) {
+	m, err := b.record(pid, seq)
+	if err != nil {
+		return "", err
+	}
+	return txnOf(m)
+}
+
+// record returns the bytes of (pid, seq)'s record (aliasing the batch's
+// buffer when it is unflushed: do not keep it).
+func (b *Batch) record(pid []byte, seq uint64) ([]byte, error) {
+	g := b.segmentOf(pid, seq)
+	if g == nil {
+		return nil, ErrNotFound
+	}
+	e, err := b.Entry(pid, seq)
+	if err != nil {
+		return nil, err
+	}
+	if int64(e.Offset) >= g.logSize {
+		off := int64(e.Offset) - g.logSize
+		if off+int64(e.Length) > int64(len(g.pendLog)) {
+			return nil, ErrNotFound
+		}
+		return g.pendLog[off : off+int64(e.Length)], nil
+	}
+	rec := make([]byte, e.Length)
+	if err := b.s.readFile(g.logPath, rec, int64(e.Offset)); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func (b *Batch) segmentOf(pid []byte, seq uint64) *segment {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return b.s.part(pid).find(seq)
+}
+
+// RemovePartition removes a partition's files once the batch committed.
+func (b *Batch) RemovePartition(pid []byte) {
+	b.removes = append(b.removes, filepath.Join(b.s.dir, partKey(pid)))
+}
+
+// Flush writes the batch to the files: one write per file it touched. The
+// state machine calls it just before the state file commits the batch; an
+// error there must stop the node (the state file would commit records the
+// files do not hold).
+func (b *Batch) Flush() error {
+	s := b.s
+	for g := range b.touched {
+		if err := s.flushSegment(g); err != nil {
+			return err
+		}
+	}
+	b.touched = map[*segment]bool{}
+	return nil
+}
+
+func (s *Store) flushSegment(g *segment) error {
+	if len(g.pendIdx) == 0 && len(g.pendLog) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(g.logPath), 0o755); err != nil {
+		return fmt.Errorf("msgstore: %w", err)
+	}
+	for _, w := range []struct {
+		path string
+		at   int64
+		b    *[]byte
+	}{{g.logPath, g.logSize, &g.pendLog}, {g.idxPath, g.count * entrySize, &g.pendIdx}} {
+		if len(*w.b) == 0 {
+			continue
+		}
+		f, release, err := s.files.get(w.path, true)
+		if err != nil {
+			return fmt.Errorf("msgstore: %w", err)
+		}
+		_, err = f.WriteAt(*w.b, w.at)
+		release()
+		if err != nil {
+			return fmt.Errorf("msgstore: write %s: %w", w.path, err)
+		}
+		s.dirty[w.path] = true
+	}
+	s.mu.Lock() // readers look at count
+	g.logSize += int64(len(g.pendLog))
+	g.count += int64(len(g.pendIdx) / entrySize)
+	s.mu.Unlock()
+	g.pendLog, g.pendIdx = g.pendLog[:0], g.pendIdx[:0]
+	return nil
+}
+
+// Done runs what must wait until the state file committed the batch:
+// removing the files of partitions it deleted (a crash before the commit
+// must find them still there). While a snapshot pins the files, removals
+// wait for its release.
+func (b *Batch) Done() {
+	if len(b.removes) == 0 {
+		return
+	}
+	s := b.s
+	s.mu.Lock()
+	for _, dir := range b.removes {
+		delete(s.parts, filepath.Base(dir))
+	}
+	if s.pins > 0 {
+		s.later = append(s.later, b.removes...)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.removeAll(b.removes)
+}
+
+func (s *Store) removeAll(dirs []string) {
+	for _, d := range dirs {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			s.files.forget(filepath.Join(d, e.Name()))
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// Sync makes every file written since the last Sync durable (before a
+// snapshot lets Raft drop the log that holds the same records).
+func (s *Store) Sync() error {
+	dirs := map[string]bool{s.dir: true}
+	for path := range s.dirty {
+		f, release, err := s.files.get(path, false)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				delete(s.dirty, path)
+				continue
+			}
+			return fmt.Errorf("msgstore: sync: %w", err)
+		}
+		err = f.Sync()
+		release()
+		if err != nil {
+			return fmt.Errorf("msgstore: sync %s: %w", path, err)
+		}
+		dirs[filepath.Dir(path)] = true
+		delete(s.dirty, path)
+	}
+	for d := range dirs {
+		if f, err := os.Open(d); err == nil {
+			f.Sync()
+			f.Close()
+		}
+	}
+	return nil
+}
+
+// EachEntry calls fn with the index entry of every seq from first to next-1
+// in order (this batch's writes included), reading the files in large
+// pieces, until fn returns false.
+func (b *Batch) EachEntry(pid []byte, first, next uint64, fn func(seq uint64, e Entry) bool) error {
+	return b.s.eachEntry(pid, first, next, true, fn, b.Entry)
+}

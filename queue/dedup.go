@@ -1,0 +1,104 @@
+package queue
+
+import (
+	"github.com/queen-node/queen-node/msgstore"
+)
+
+// dedupIndex finds a partition's message by its transactionId: push dedup
+// (spec §5.8) and every ack (acks name messages by transactionId) need it.
+// It lives in memory, per partition, built from the message store's index
+// entries (which keep each record's transaction hash) the first time apply
+// touches the partition, and kept up to date by every push. It is derived
+// state: the same log gives the same index on every replica, and a hash
+// only ever proposes candidates, which the stored record confirms.
+//
+// A random-keyed B+tree of transaction ids in the state file would rewrite
+// a page per message at every commit; this costs 8-16 bytes of memory per
+// stored message and no write at all.
+type dedupIndex struct {
+	parts map[string]*dedupPart
+}
+
+// dedupPart maps a transaction hash to its seq; the rare second seq with
+// the same hash goes to more.
+type dedupPart struct {
+	seqs map[uint64]uint64
+	more map[uint64][]uint64
+}
+
+type dedupInsert struct {
+	pid  string
+	hash uint64
+	seq  uint64
+}
+
+func newDedupIndex() *dedupIndex { return &dedupIndex{parts: map[string]*dedupPart{}} }
+
+// part returns the partition's index, building it from the store.
+func (d *dedupIndex) part(b *msgstore.Batch, pid []byte, first, next uint64) *dedupPart {
+	if p, ok := d.parts[string(pid)]; ok {
+		return p
+	}
+	p := &dedupPart{seqs: make(map[uint64]uint64, next-first)}
+	if err := b.EachEntry(pid, first, next, func(seq uint64, e msgstore.Entry) bool { p.add(e.TxnHash, seq); return true }); err != nil {
+		panic("queue: dedup index of a partition: " + err.Error())
+	}
+	d.parts[string(pid)] = p
+	return p
+}
+
+func (p *dedupPart) add(hash, seq uint64) {
+	if _, taken := p.seqs[hash]; !taken {
+		p.seqs[hash] = seq
+		return
+	}
+	if p.more == nil {
+		p.more = map[uint64][]uint64{}
+	}
+	p.more[hash] = append(p.more[hash], seq)
+}
+
+// candidates are the seqs stored under hash, oldest first.
+func (p *dedupPart) candidates(hash uint64) []uint64 {
+	s, ok := p.seqs[hash]
+	if !ok {
+		return nil
+	}
+	return append([]uint64{s}, p.more[hash]...)
+}
+
+func (d *dedupIndex) insert(pid []byte, hash, seq uint64) dedupInsert {
+	d.parts[string(pid)].add(hash, seq)
+	return dedupInsert{pid: string(pid), hash: hash, seq: seq}
+}
+
+// remove takes an insert back (a command refused as a whole).
+func (d *dedupIndex) remove(in dedupInsert) {
+	p, ok := d.parts[in.pid]
+	if !ok {
+		return
+	}
+	if rest := p.more[in.hash]; len(rest) > 0 && rest[len(rest)-1] == in.seq {
+		if p.more[in.hash] = rest[:len(rest)-1]; len(p.more[in.hash]) == 0 {
+			delete(p.more, in.hash)
+		}
+		return
+	}
+	if p.seqs[in.hash] == in.seq {
+		delete(p.seqs, in.hash)
+	}
+}
+
+// drop forgets a partition (deleted).
+func (d *dedupIndex) drop(pid []byte) { delete(d.parts, string(pid)) }
+
+// lookup finds the seq of txn in ps, or 0.
+func (t *Tx) lookup(ps *partState, txn string) uint64 {
+	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq)
+	for _, seq := range p.candidates(msgstore.TxnHash(txn)) {
+		if got, err := t.batch.Txn(ps.rec.Id, seq); err == nil && got == txn {
+			return seq
+		}
+	}
+	return 0
+}

@@ -1,0 +1,51 @@
+package queue
+
+import (
+	"fmt"
+
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/msgstore"
+)
+
+// Push appends one message to its partition, creating the queue and the
+// partition on first use, unless the partition already holds a message with
+// the same transactionId: then nothing is written and the result names the
+// original message (spec §4.2, §5.8). A queue at maxSize refuses the item
+// (spec §5.11).
+func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
+	r := &command.PushItemResult{TransactionId: it.TransactionId, Queue: it.Queue, TraceId: it.TraceId}
+	qs := t.ensureQueue(it.Queue)
+	ps := t.ensurePartition(it.Queue, it.Partition)
+	r.PartitionId = ps.rec.Id
+	if seq := t.lookup(ps, it.TransactionId); seq != 0 {
+		r.Status = command.PushItemResult_DUPLICATE
+		r.Offset = seq
+		if m, err := t.batch.Message(ps.rec.Id, seq); err == nil {
+			r.MessageId = m.ID
+		}
+		return r
+	}
+	if max := qs.rec.Options.GetMaxSize(); max > 0 && qs.rec.Pending >= uint64(max) {
+		r.Status = command.PushItemResult_FAILED
+		r.Error = fmt.Sprintf("queue %s is at max capacity (%d pending, maxSize %d)", it.Queue, qs.rec.Pending, max)
+		return r
+	}
+	seq := ps.rec.NextSeq
+	m := &msgstore.Message{ID: it.MessageId, TxnID: it.TransactionId, TraceID: it.TraceId,
+		ProducerSub: it.ProducerSub, CreatedUs: t.now, Payload: it.Payload}
+	if err := t.batch.Append(ps.rec.Id, ps.rec.FirstSeq, seq, m); err != nil {
+		panic("queue: append: " + err.Error()) // the files cannot take it: stop this replica
+	}
+	t.dedup = append(t.dedup, t.d.dedup.insert(ps.rec.Id, msgstore.TxnHash(it.TransactionId), seq))
+	qs.rec.Pending++
+	qs.dirty = true
+	ps.rec.NextSeq++
+	ps.rec.Count++
+	ps.rec.LastCreatedUs = t.now
+	ps.dirty = true
+	r.Status = command.PushItemResult_QUEUED
+	r.MessageId = it.MessageId
+	r.Offset = seq
+	t.touch(it.Queue)
+	return r
+}
