@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -54,33 +53,6 @@ func (a *API) popNamespace(w http.ResponseWriter, r *http.Request) {
 	a.doPop(w, r, in)
 }
 
-type popMessageOut struct {
-	ID            *string         `json:"id"`
-	TransactionID string          `json:"transactionId"`
-	TraceID       *string         `json:"traceId"`
-	Data          json.RawMessage `json:"data"`
-	ProducerSub   *string         `json:"producerSub"`
-	CreatedAt     string          `json:"createdAt"`
-	Queue         string          `json:"queue"`
-	Partition     string          `json:"partition"`
-	PartitionID   *string         `json:"partitionId"`
-	LeaseID       string          `json:"leaseId"`
-	ConsumerGroup string          `json:"consumerGroup"`
-	RetryCount    uint32          `json:"retryCount"`
-}
-
-type popOut struct {
-	Success           bool            `json:"success"`
-	Queue             string          `json:"queue"`
-	Partition         string          `json:"partition"`
-	PartitionID       *string         `json:"partitionId"`
-	LeaseID           string          `json:"leaseId"`
-	ConsumerGroup     string          `json:"consumerGroup"`
-	PartitionsClaimed uint32          `json:"partitionsClaimed"`
-	LeaseExpiresAt    *string         `json:"leaseExpiresAt,omitempty"`
-	Messages          []popMessageOut `json:"messages"`
-}
-
 func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop) {
 	in, wait, match := a.rules.Pop(decoded)
 	if !match {
@@ -96,30 +68,10 @@ func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	group := res.ConsumerGroup
-	out := popOut{
-		Success: true, Queue: res.Queue, Partition: res.Messages[0].Partition,
-		PartitionID: uuidString(res.Messages[0].PartitionId), LeaseID: res.LeaseId,
-		ConsumerGroup: group, PartitionsClaimed: res.PartitionsClaimed,
-		Messages: make([]popMessageOut, len(res.Messages)),
-	}
-	if res.LeaseExpiresUs > 0 {
-		s := isoMicros(res.LeaseExpiresUs)
-		out.LeaseExpiresAt = &s
-	}
-	for i, m := range res.Messages {
-		rec := res.Records[i]
-		data := json.RawMessage(rec.Payload)
-		if len(data) == 0 {
-			data = json.RawMessage("null")
-		}
-		out.Messages[i] = popMessageOut{
-			ID: uuidString(rec.Id), TransactionID: rec.TransactionId, TraceID: nullable(rec.TraceId),
-			Data: data, ProducerSub: nullable(rec.ProducerSub), CreatedAt: isoMicros(rec.CreatedUs),
-			Queue: m.Queue, Partition: m.Partition, PartitionID: uuidString(m.PartitionId),
-			LeaseID: res.LeaseId, ConsumerGroup: group, RetryCount: m.RetryCount,
-		}
-	}
 	a.m.popped.Add(float64(len(res.Messages)))
-	writeJSON(w, http.StatusOK, out)
+	size := 512
+	for _, rec := range res.Records {
+		size += 400 + len(rec.Payload)
+	}
+	writeRawJSON(w, http.StatusOK, appendPopResult(make([]byte, 0, size), res))
 }

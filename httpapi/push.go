@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/request"
@@ -95,39 +94,6 @@ func (j *pushItemJSON) decode(it *request.PushItem) error {
 	return nil
 }
 
-type pushItemOut struct {
-	Index           int     `json:"index"`
-	Status          string  `json:"status"`
-	TransactionIDSn string  `json:"transaction_id"`
-	TransactionID   string  `json:"transactionId"`
-	MessageIDSn     *string `json:"message_id"`
-	MessageID       *string `json:"messageId"`
-	PartitionIDSn   *string `json:"partition_id"`
-	PartitionID     *string `json:"partitionId"`
-	TraceIDSn       *string `json:"trace_id"`
-	QueueName       string  `json:"queueName"`
-	Offset          *uint64 `json:"offset,omitempty"`
-	Error           *string `json:"error,omitempty"`
-}
-
-func pushOut(i int, r *command.PushItemResult) pushItemOut {
-	mid, pid := uuidString(r.MessageId), uuidString(r.PartitionId)
-	out := pushItemOut{
-		Index: i, Status: r.Status.Text(), TransactionIDSn: r.TransactionId, TransactionID: r.TransactionId,
-		MessageIDSn: mid, MessageID: mid, PartitionIDSn: pid, PartitionID: pid,
-		TraceIDSn: nullable(r.TraceId), QueueName: r.Queue,
-	}
-	if r.Offset > 0 {
-		off := r.Offset
-		out.Offset = &off
-	}
-	if r.Status == command.PushItemResult_FAILED {
-		e := r.Error
-		out.Error = &e
-	}
-	return out
-}
-
 // push is POST /api/v1/push: one entry for the whole request.
 func (a *API) push(w http.ResponseWriter, r *http.Request) {
 	body, idem, ok := a.readWrite(w, r)
@@ -144,7 +110,7 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(items) == 0 && idem == nil {
-		writeJSON(w, http.StatusCreated, []pushItemOut{})
+		writeRawJSON(w, http.StatusCreated, []byte("[]\n"))
 		return
 	}
 	res, ok := a.propose(w, r, idem, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: items}}})
@@ -162,11 +128,6 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) {
 	renderPush(w, pr)
 }
 
-func renderPush(w http.ResponseWriter, res proto.Message) {
-	pr := res.(*command.PushResult)
-	out := make([]pushItemOut, len(pr.Items))
-	for i, it := range pr.Items {
-		out[i] = pushOut(i, it)
-	}
-	writeJSON(w, http.StatusCreated, out)
+func renderPush(w http.ResponseWriter, res *command.PushResult) {
+	writeRawJSON(w, http.StatusCreated, appendPushResults(make([]byte, 0, 320*len(res.Items)+2), res))
 }

@@ -67,9 +67,11 @@ func uuidOrEmpty(b []byte) string {
 	return ""
 }
 
+const microsLayout = "2006-01-02T15:04:05.000000Z"
+
 // isoMicros formats µs since the epoch as the pop route does.
 func isoMicros(us int64) string {
-	return time.UnixMicro(us).UTC().Format("2006-01-02T15:04:05.000000Z")
+	return time.UnixMicro(us).UTC().Format(microsLayout)
 }
 
 // isoMillis formats µs since the epoch as the admin views do.

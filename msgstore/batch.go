@@ -90,7 +90,7 @@ func (b *Batch) Append(pid []byte, firstSeq, seq uint64, m *Message) error {
 			return err
 		}
 	}
-	rec := encode(nil, m)
+	size := encodedSize(m)
 	s.mu.Lock()
 	var g *segment
 	if n := len(p.segs); n > 0 {
@@ -100,7 +100,7 @@ func (b *Batch) Append(pid []byte, firstSeq, seq uint64, m *Message) error {
 		s.mu.Unlock()
 		return fmt.Errorf("msgstore: append of seq %d to a partition whose last segment ends before %d", seq, g.base+uint64(g.totalCount()))
 	}
-	if g == nil || (g.totalCount() > 0 && g.totalLog()+int64(len(rec)) > s.opts.SegmentBytes) {
+	if g == nil || (g.totalCount() > 0 && g.totalLog()+int64(size) > s.opts.SegmentBytes) {
 		g = newSegment(p.dir, seq)
 		p.segs = append(p.segs, g)
 		if st := b.stage; st != nil {
@@ -109,8 +109,8 @@ func (b *Batch) Append(pid []byte, firstSeq, seq uint64, m *Message) error {
 	}
 	s.mu.Unlock()
 	b.noteWrite(g)
-	e := Entry{Offset: uint32(g.totalLog()), Length: uint32(len(rec)), CreatedUs: m.CreatedUs, TxnHash: TxnHash(m.TxnID)}
-	g.pendLog = append(g.pendLog, rec...)
+	e := Entry{Offset: uint32(g.totalLog()), Length: uint32(size), CreatedUs: m.CreatedUs, TxnHash: TxnHash(m.TxnID)}
+	g.pendLog = encode(g.pendLog, m)
 	var eb [entrySize]byte
 	e.put(eb[:])
 	g.pendIdx = append(g.pendIdx, eb[:]...)
@@ -279,8 +279,11 @@ func (s *Store) flushSegment(g *segment) error {
 	if len(g.pendIdx) == 0 && len(g.pendLog) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(g.logPath), 0o755); err != nil {
-		return fmt.Errorf("msgstore: %w", err)
+	if !g.dirMade {
+		if err := os.MkdirAll(filepath.Dir(g.logPath), 0o755); err != nil {
+			return fmt.Errorf("msgstore: %w", err)
+		}
+		g.dirMade = true
 	}
 	for _, w := range []struct {
 		path string
@@ -376,4 +379,55 @@ func (s *Store) Sync() error {
 // pieces, until fn returns false.
 func (b *Batch) EachEntry(pid []byte, first, next uint64, fn func(seq uint64, e Entry) bool) error {
 	return b.s.eachEntry(pid, first, next, true, fn, b.Entry)
+}
+
+// Txns reads the transaction ids of seqs from..to (inclusive) of a
+// partition, this batch's writes included, with one read of the index and
+// one of the records per segment file the range spans.
+func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, error) {
+	var ents []Entry
+	if err := b.EachEntry(pid, from, to+1, func(_ uint64, e Entry) bool { ents = append(ents, e); return true }); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ents))
+	for i := 0; i < len(ents); {
+		seq := from + uint64(i)
+		g := b.segmentOf(pid, seq)
+		if g == nil {
+			return nil, ErrNotFound
+		}
+		// The run of entries in g's flushed file part, read in one piece.
+		j := i
+		for j < len(ents) && from+uint64(j) < g.base+uint64(g.totalCount()) && int64(ents[j].Offset) < g.logSize {
+			j++
+		}
+		if j == i { // unflushed: from the batch's buffer
+			rec, err := b.record(pid, seq)
+			if err != nil {
+				return nil, err
+			}
+			txn, err := txnOf(rec)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, txn)
+			i++
+			continue
+		}
+		first, last := ents[i], ents[j-1]
+		span := make([]byte, int64(last.Offset)+int64(last.Length)-int64(first.Offset))
+		if err := b.s.readFile(g.logPath, span, int64(first.Offset)); err != nil {
+			return nil, err
+		}
+		for k := i; k < j; k++ {
+			off := ents[k].Offset - first.Offset
+			txn, err := txnOf(span[off : off+ents[k].Length])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, txn)
+		}
+		i = j
+	}
+	return out, nil
 }

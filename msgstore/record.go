@@ -51,6 +51,24 @@ func TxnHash(txn string) uint64 {
 	return h
 }
 
+// encodedSize is the length of m's record.
+func encodedSize(m *Message) int {
+	n := 16 + len(m.Payload)
+	for _, s := range []string{m.TxnID, m.TraceID, m.ProducerSub} {
+		n += uvarintLen(uint64(len(s))) + len(s)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
 // encode appends m's record: id, then the three strings with their
 // lengths, then the payload (the rest of the record).
 func encode(dst []byte, m *Message) []byte {

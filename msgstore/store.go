@@ -56,6 +56,7 @@ type segment struct {
 	count   int64
 	pendLog []byte
 	pendIdx []byte
+	dirMade bool // its directory exists
 }
 
 func (g *segment) totalLog() int64   { return g.logSize + int64(len(g.pendLog)) }

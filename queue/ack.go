@@ -50,6 +50,7 @@ func (t *Tx) Acks(items []*command.AckItem, inTxn bool, required []string) []*co
 	}
 	var todo []resolved
 	groups := map[string]*ackGroup{}
+	seqs := t.resolveAcks(items)
 	for i, it := range items {
 		r := &command.AckItemResult{TransactionId: it.TransactionId}
 		results[i] = r
@@ -58,10 +59,7 @@ func (t *Tx) Acks(items []*command.AckItem, inTxn bool, required []string) []*co
 			group = command.QueueModeGroup
 		}
 		ps := t.partitionByID(it.PartitionId)
-		var seq uint64
-		if ps != nil {
-			seq = t.lookup(ps, it.TransactionId)
-		}
+		seq := seqs[i]
 		if seq == 0 {
 			r.Error, r.NotFound = errMessageNotFound, true
 			continue
@@ -94,6 +92,34 @@ func (t *Tx) Acks(items []*command.AckItem, inTxn bool, required []string) []*co
 		t.ackOne(r.ag, items[r.i], r.seq, results[r.i], inTxn, required)
 	}
 	return results
+}
+
+// resolveAcks finds each item's seq (0: not found), one partition at a time.
+func (t *Tx) resolveAcks(items []*command.AckItem) []uint64 {
+	out := make([]uint64, len(items))
+	byPart := map[string][]int{}
+	var order []string
+	for i, it := range items {
+		if ps := t.partitionByID(it.PartitionId); ps != nil {
+			k := string(ps.rec.Id)
+			if _, seen := byPart[k]; !seen {
+				order = append(order, k)
+			}
+			byPart[k] = append(byPart[k], i)
+		}
+	}
+	for _, k := range order {
+		idx := byPart[k]
+		ps := t.partitionByID([]byte(k))
+		txns := make([]string, len(idx))
+		for j, i := range idx {
+			txns[j] = items[i].TransactionId
+		}
+		for j, seq := range t.lookupMany(ps, txns) {
+			out[idx[j]] = seq
+		}
+	}
+	return out
 }
 
 func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.AckItemResult, inTxn bool, required []string) {

@@ -64,7 +64,10 @@ func (p *dedupPart) candidates(hash uint64) []uint64 {
 	if !ok {
 		return nil
 	}
-	return append([]uint64{s}, p.more[hash]...)
+	if more := p.more[hash]; len(more) > 0 {
+		return append([]uint64{s}, more...)
+	}
+	return []uint64{s}
 }
 
 func (d *dedupIndex) insert(pid []byte, hash, seq uint64) dedupInsert {
@@ -101,4 +104,48 @@ func (t *Tx) lookup(ps *partState, txn string) uint64 {
 		}
 	}
 	return 0
+}
+
+// lookupMany finds the seqs of txns in ps (0 for one that is not there),
+// confirming the hash candidates with one read of the span of records they
+// cover when it is short (an ack batch names a run of consecutive
+// messages), one read each otherwise.
+func (t *Tx) lookupMany(ps *partState, txns []string) []uint64 {
+	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq)
+	out := make([]uint64, len(txns))
+	cands := make([][]uint64, len(txns))
+	var lo, hi uint64
+	for i, txn := range txns {
+		cands[i] = p.candidates(msgstore.TxnHash(txn))
+		for _, s := range cands[i] {
+			if lo == 0 || s < lo {
+				lo = s
+			}
+			hi = max(hi, s)
+		}
+	}
+	if lo == 0 {
+		return out
+	}
+	var names []string
+	if hi-lo < 4096 {
+		if ns, err := t.batch.Txns(ps.rec.Id, lo, hi); err == nil {
+			names = ns
+		}
+	}
+	for i, txn := range txns {
+		for _, s := range cands[i] {
+			var got string
+			if names != nil {
+				got = names[s-lo]
+			} else if n, err := t.batch.Txn(ps.rec.Id, s); err == nil {
+				got = n
+			}
+			if got == txn {
+				out[i] = s
+				break
+			}
+		}
+	}
+	return out
 }
