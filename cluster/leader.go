@@ -34,6 +34,7 @@ func (n *Node) watchLeadership() {
 			// Parked long-polls look again: on a node that lost leadership
 			// they go to the new leader.
 			n.hub.notify(map[string]struct{}{"*": {}})
+			n.parking.wakeAll()
 			if isLeader {
 				stopLeader = make(chan struct{})
 				leaderDone.Add(1)

@@ -66,7 +66,9 @@ type Node struct {
 	raft   *raft.Raft
 	clock  *stampClock
 	hub    *hub
-	m      *metrics
+	// parking holds long-poll pops; hub wakes every other watcher
+	parking *parking
+	m       *metrics
 
 	appliedMu   sync.Mutex
 	appliedCh   chan struct{} // closed and replaced after every applied batch
@@ -112,7 +114,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("component", "node", "node", cfg.NodeID),
-		clock: newStampClock(), hub: newHub(), appliedCh: make(chan struct{}),
+		clock: newStampClock(), hub: newHub(), parking: newParking(), appliedCh: make(chan struct{}),
 		stop: make(chan struct{}), draining: make(chan struct{}),
 	}
 	if err := checkDataDir(cfg.DataDir); err != nil {
@@ -238,6 +240,7 @@ func (n *Node) closeStores() {
 // onApplied runs on the apply goroutine after each committed batch.
 func (n *Node) onApplied(index uint64, ch fsm.Changes) {
 	n.hub.notify(ch.Queues)
+	n.parking.notify(ch.Queues)
 	n.appliedMu.Lock()
 	close(n.appliedCh)
 	n.appliedCh = make(chan struct{})

@@ -22,9 +22,9 @@ func (n *Node) Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*c
 
 // PopLocal runs a pop on this node, which must lead (ErrNotLeader
 // otherwise, having claimed nothing): one log entry when something may be
-// deliverable, and, when wait > 0 and nothing is, a park until an applied
-// entry changes the queue, a time-based change (lease expiry, retry delay,
-// window, delay) comes due, or wait ends. It never sleep-polls.
+// deliverable, and, when wait > 0 and nothing is, a park in its line (see
+// parking) until a change or a time-based readiness (lease expiry, retry
+// delay, window, delay) reaches it, or wait ends. It never sleep-polls.
 //
 // The result carries the stored messages, read from this node's state right
 // after the entry applied (messages are immutable once written).
@@ -34,20 +34,31 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 	}
 	in.LeaseId = LeaseIDFor(in.LeaseId)
 	deadline := time.Now().Add(wait)
-	watchKey := in.Queue // a namespace pop watches every queue
+	var w *parked
+	if wait > 0 {
+		w = n.parking.join(in) // before the first look: no change slips between
+		defer n.parking.leave(w)
+	}
+	empty := func() *command.PopResult { return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup} }
 	for {
 		if n.raft.State() != raft.Leader {
 			return nil, ErrNotLeader // the caller tries the new leader with the time left
 		}
-		changed := n.Watch(watchKey)
+		limit := 1
+		if w != nil {
+			limit = n.parking.waiting(w)
+		}
 		var ready fsm.PopReadiness
 		if err := n.fsm.Read(func(r *fsm.Reader) error {
-			ready = r.PopReadiness(in, n.Now())
+			ready = r.PopReadiness(in, n.Now(), limit)
 			return nil
 		}); err != nil {
 			return nil, err
 		}
 		if ready.Ready {
+			if w != nil && ready.Partitions > 1 {
+				n.parking.more(w, ready.Partitions-1) // enough to take the rest
+			}
 			res, err := n.ApplyLocal(ctx, &command.Command{Body: &command.Command_Pop{Pop: in}})
 			if err != nil {
 				return nil, err
@@ -64,25 +75,24 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		}
 		left := time.Until(deadline)
 		if wait <= 0 || left <= 0 {
-			return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+			return empty(), nil
 		}
 		sleep := left
-		if ready.NextUs > 0 {
+		if ready.NextUs > 0 && n.parking.isHead(w) { // the head looks out for its line
 			sleep = min(sleep, time.Duration(ready.NextUs-n.Now())*time.Microsecond+time.Millisecond)
 		}
 		timer := time.NewTimer(max(sleep, time.Millisecond))
 		select {
-		case <-changed:
+		case <-w.signal:
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			// The client went away: claim nothing.
-			return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+			return empty(), nil // the client went away: claim nothing
 		case <-n.draining:
 			timer.Stop()
 			// The node is stopping: answer empty now rather than hold the
 			// shutdown until the poll times out.
-			return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}, nil
+			return empty(), nil
 		case <-n.stop:
 			timer.Stop()
 			return nil, ErrShutdown

@@ -220,7 +220,7 @@ func TestDelayedProcessingHoldsTheLane(t *testing.T) {
 	h.push(item("q", "", "b"))
 	eq(t, "too early", len(h.pop("q", batch(10)).Messages), 0)
 	h.read(func(rd *Reader) {
-		ready := rd.PopReadiness(&command.Pop{Queue: "q"}, h.now)
+		ready := rd.PopReadiness(&command.Pop{Queue: "q"}, h.now, 1)
 		eq(t, "ready", ready.Ready, false)
 		// a was created at the entry's effective time, a µs or so after its stamp.
 		if due := h.now + time.Second.Microseconds(); ready.NextUs < due || ready.NextUs > due+10 {

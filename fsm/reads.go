@@ -41,12 +41,13 @@ func (rd *Reader) Meta() *command.MetaRecord {
 }
 
 // PopReadiness judges a pop at time now with the same rules apply uses
-// (nothing is ready while pops are in maintenance).
-func (rd *Reader) PopReadiness(in *command.Pop, now int64) PopReadiness {
+// (nothing is ready while pops are in maintenance), counting deliverable
+// partitions up to limit.
+func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadiness {
 	if rd.Meta().PopMaintenance {
 		return PopReadiness{}
 	}
-	return rd.Reader.PopReadiness(in, now)
+	return rd.Reader.PopReadiness(in, now, limit)
 }
 
 // KV answers a KV read at time now.

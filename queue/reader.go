@@ -125,15 +125,22 @@ type PopReadiness struct {
 	// Ready: a pop entry may return messages (or must record a first
 	// subscription); propose it.
 	Ready bool
+	// Partitions is how many partitions have something deliverable, counted
+	// up to the limit the caller asked for (at least 1 when Ready).
+	Partitions int
 	// NextUs: when something becomes deliverable by time alone (a lease
 	// expiry, a retry delay, a window or a delay ending); 0 = only a new
 	// entry can change the answer.
 	NextUs int64
 }
 
-// PopReadiness judges a pop at time now with the same rules apply uses.
-func (rd *Reader) PopReadiness(in *command.Pop, now int64) PopReadiness {
+// PopReadiness judges a pop at time now with the same rules apply uses,
+// counting deliverable partitions up to limit (a parked pop wakes that
+// many others). It reads only the queue, partition, group, namespace and
+// task of the request.
+func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadiness {
 	var out PopReadiness
+	limit = max(limit, 1)
 	group := in.ConsumerGroup
 	if group == "" {
 		group = command.QueueModeGroup
@@ -148,7 +155,7 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64) PopReadiness {
 			g = &command.GroupRecord{}
 			mustUnmarshal(v, g)
 		} else {
-			return PopReadiness{Ready: true} // first contact is recorded by an entry
+			return PopReadiness{Ready: true, Partitions: 1} // first contact is recorded by an entry
 		}
 		check := func(p *command.PartitionRecord) bool {
 			cur := rd.Cursor(p.Id, group)
@@ -157,14 +164,18 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64) PopReadiness {
 			}
 			e := evaluate(rd.msgs, q, p, cur, now)
 			out.NextUs = earliest(out.NextUs, e.nextUs)
-			return e.ok
+			if e.ok {
+				out.Ready = true
+				out.Partitions++
+			}
+			return out.Partitions >= limit
 		}
 		if in.HasPartition {
 			if v := rd.r.Get(bPartitions, join(qname, in.Partition)); v != nil {
 				p := &command.PartitionRecord{}
 				mustUnmarshal(v, p)
 				if check(p) {
-					return PopReadiness{Ready: true}
+					return out
 				}
 			}
 			continue
@@ -175,7 +186,7 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64) PopReadiness {
 			p := &command.PartitionRecord{}
 			mustUnmarshal(v, p)
 			if check(p) {
-				return PopReadiness{Ready: true}
+				return out
 			}
 		}
 	}

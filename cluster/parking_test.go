@@ -1,0 +1,198 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/queen-node/queen-node/command"
+)
+
+func signalled(w *parked) bool {
+	select {
+	case <-w.signal:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestParkingSignalsTheHeadOfEachLineOnly(t *testing.T) {
+	p := newParking()
+	a := []*parked{p.join(&command.Pop{Queue: "q"}), p.join(&command.Pop{Queue: "q"}), p.join(&command.Pop{Queue: "q"})}
+	other := p.join(&command.Pop{Queue: "q", ConsumerGroup: "g"})
+	elsewhere := p.join(&command.Pop{Queue: "r"})
+	ns := p.join(&command.Pop{Namespace: "billing"})
+	p.notify(map[string]struct{}{"q": {}})
+	for i, want := range []bool{true, false, false} {
+		if got := signalled(a[i]); got != want {
+			t.Fatalf("waiter %d signalled %v, want %v", i, got, want)
+		}
+	}
+	if !signalled(other) || signalled(elsewhere) || !signalled(ns) {
+		t.Fatal("each line watching q gets one signal; r's line none")
+	}
+	if !p.isHead(a[0]) || p.isHead(a[1]) || p.waiting(a[1]) != 3 {
+		t.Fatal("line order")
+	}
+	p.more(a[0], 1) // a[0] found two partitions: one more of its line looks
+	if !signalled(a[1]) || signalled(a[2]) {
+		t.Fatal("more(1) signals exactly the next one")
+	}
+	p.leave(a[1]) // not the head: nobody needs to know
+	if signalled(a[2]) {
+		t.Fatal("a waiter behind the head left: no signal")
+	}
+	p.leave(a[0]) // the head left: the next looks out
+	if !signalled(a[2]) || !p.isHead(a[2]) {
+		t.Fatal("the new head is signalled")
+	}
+	p.notify(map[string]struct{}{"*": {}})
+	if !signalled(a[2]) || !signalled(other) || !signalled(elsewhere) || !signalled(ns) {
+		t.Fatal(`"*" signals every head`)
+	}
+	p.notify(map[string]struct{}{"q": {}})
+	p.notify(map[string]struct{}{"q": {}})
+	if !signalled(a[2]) || signalled(a[2]) {
+		t.Fatal("signals are sticky and do not pile up")
+	}
+	b := p.join(&command.Pop{Queue: "q"})
+	p.wakeAll()
+	for _, w := range []*parked{a[2], b, other, elsewhere, ns} {
+		if !signalled(w) {
+			t.Fatal("wakeAll signals every waiter")
+		}
+	}
+	for _, w := range []*parked{a[2], b, other, elsewhere, ns} {
+		p.leave(w)
+	}
+	if len(p.lines) != 0 || len(p.byQueue) != 0 {
+		t.Fatalf("empty lines stay behind: %v %v", p.lines, p.byQueue)
+	}
+}
+
+// parkPops parks n long-polling pops on queue and returns how many came
+// back with a message, and a wait for them all.
+func parkPops(n *Node, ctx context.Context, count int, in func() *command.Pop) (*atomic.Int64, func()) {
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < count; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := n.Pop(ctx, in(), 20*time.Second)
+			if err == nil && len(res.Messages) > 0 {
+				got.Add(int64(len(res.Messages)))
+			}
+		}()
+	}
+	return &got, wg.Wait
+}
+
+func waitParked(t *testing.T, n *Node, count int) {
+	checkFor(t, 10*time.Second, func() error {
+		n.parking.mu.Lock()
+		defer n.parking.mu.Unlock()
+		total := 0
+		for _, l := range n.parking.lines {
+			total += l.Len()
+		}
+		if total != count {
+			return fmt.Errorf("%d parked, want %d", total, count)
+		}
+		return nil
+	})
+}
+
+func TestAPushWakesOnePopOfAThousandParked(t *testing.T) {
+	n := mustStartNode(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	push := func(partition, txn string) {
+		t.Helper()
+		if _, err := n.Apply(ctx, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: []*command.PushItem{
+			{Queue: "many", Partition: partition, TransactionId: txn, Payload: []byte(`{}`)}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push("p0", "warm-up") // the queue and the consumer group exist before anyone parks
+	first, _ := n.Pop(ctx, &command.Pop{Queue: "many", Batch: 1, AutoAck: true}, 0)
+	if len(first.Messages) != 1 {
+		t.Fatal("warm-up pop")
+	}
+	const waiters = 1000
+	got, wait := parkPops(n, ctx, waiters, func() *command.Pop { return &command.Pop{Queue: "many", Batch: 1, AutoAck: true} })
+	waitParked(t, n, waiters)
+	before := n.fsm.AppliedIndex()
+	push("p0", "one")
+	checkFor(t, 5*time.Second, func() error {
+		if got.Load() != 1 {
+			return fmt.Errorf("%d delivered", got.Load())
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // let any stray wake-up show itself
+	// The push, the one pop that took it: a handful of entries, not one
+	// pop entry per parked consumer.
+	if entries := n.fsm.AppliedIndex() - before; entries > 4 {
+		t.Fatalf("one push to %d parked pops cost %d log entries", waiters, entries)
+	}
+	waitParked(t, n, waiters-1)
+
+	// Ten partitions at once: ten parked pops take one each, promptly.
+	for i := 0; i < 10; i++ {
+		push(fmt.Sprintf("burst-%d", i), fmt.Sprintf("b%d", i))
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got.Load() != 11 {
+			return fmt.Errorf("%d delivered, want 11", got.Load())
+		}
+		return nil
+	})
+	waitParked(t, n, waiters-11)
+	cancel()
+	wait()
+}
+
+func TestAParkedHeadThatLeavesHandsOverTheLookOut(t *testing.T) {
+	n := mustStartNode(t)
+	ctx := context.Background()
+	if _, err := n.Apply(ctx, &command.Command{Body: &command.Command_Configure{Configure: &command.Configure{
+		Queue: "lease", Options: &command.QueueOptions{LeaseTime: ptrInt64(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Apply(ctx, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: []*command.PushItem{
+		{Queue: "lease", TransactionId: "m", Payload: []byte(`{}`)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Take the message and never ack: its lease runs out in a second, and
+	// only time makes it deliverable again.
+	if res, err := n.Pop(ctx, &command.Pop{Queue: "lease", Batch: 1}, 0); err != nil || len(res.Messages) != 1 {
+		t.Fatalf("first pop: %v %v", res, err)
+	}
+	headCtx, leaveHead := context.WithCancel(ctx)
+	headDone := make(chan struct{})
+	go func() {
+		defer close(headDone)
+		n.Pop(headCtx, &command.Pop{Queue: "lease", Batch: 1}, 20*time.Second)
+	}()
+	waitParked(t, n, 1)
+	got, wait := parkPops(n, ctx, 1, func() *command.Pop { return &command.Pop{Queue: "lease", Batch: 1} })
+	waitParked(t, n, 2)
+	leaveHead() // the head goes; the one behind must take over its timer
+	<-headDone
+	// The lease ran out about a second after the first pop; the waiter
+	// behind must not sit until its own 20 s poll ends.
+	checkFor(t, 5*time.Second, func() error {
+		if got.Load() != 1 {
+			return fmt.Errorf("the redelivery after the lease ran out reached nobody")
+		}
+		return nil
+	})
+	wait()
+}
+
+func ptrInt64(v int64) *int64 { return &v }
