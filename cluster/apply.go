@@ -20,6 +20,7 @@ type Forwarder interface {
 	Apply(ctx context.Context, addr string, cmd *command.Command) (proto.Message, error)
 	Pop(ctx context.Context, addr string, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context, addr string) (uint64, error)
+	Query(ctx context.Context, addr string, q *command.Query) (*command.QueryResult, error)
 	RemoveServer(ctx context.Context, addr, id string) error
 }
 
@@ -190,8 +191,11 @@ const (
 	// Linearizable reads reflect every write acknowledged before the read
 	// started: the leader confirms it still leads and returns its commit
 	// index, and the node serving the read waits until it has applied that
-	// index (Raft §6.4, etcd's ReadIndex). A follower serves them from its
-	// own state after asking the leader for the index.
+	// index (Raft §6.4, etcd's ReadIndex). A follower hands a query to the
+	// leader (Query) and serves any other read from its own state after
+	// asking the leader for the index (Read): it learns that the index is
+	// committed only with the leader's next append, up to CommitTimeout
+	// later when no writes flow.
 	Linearizable ReadLevel = iota
 	// Stale reads answer from this node's state as it is.
 	Stale
@@ -211,6 +215,41 @@ func (n *Node) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) e
 		}
 	}
 	return n.fsm.Read(fn)
+}
+
+// Query answers q at the given level: stale from this node's state,
+// linearizable from the leader's (a follower forwards it), after the
+// leader has confirmed it leads and applied its commit index.
+func (n *Node) Query(ctx context.Context, level ReadLevel, q *command.Query) (*command.QueryResult, error) {
+	if level == Stale {
+		return n.answer(q)
+	}
+	return route(n, ctx,
+		func() (*command.QueryResult, error) { return n.QueryLocal(ctx, q) },
+		func(addr string) (*command.QueryResult, error) { return n.fwd.Query(ctx, addr, q) })
+}
+
+// QueryLocal answers a linearizable query if this node leads, else
+// ErrNotLeader: the forwarding service's entry point.
+func (n *Node) QueryLocal(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
+	index, err := n.ReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.waitApplied(ctx, index); err != nil {
+		return nil, err
+	}
+	return n.answer(q)
+}
+
+func (n *Node) answer(q *command.Query) (*command.QueryResult, error) {
+	var res *command.QueryResult
+	err := n.fsm.Read(func(rd *fsm.Reader) error {
+		var err error
+		res, err = rd.Answer(q, n.Now())
+		return err
+	})
+	return res, err
 }
 
 // ReadIndex returns the index a linearizable read must wait for: after the

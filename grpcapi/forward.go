@@ -22,6 +22,7 @@ type Leader interface {
 	ApplyLocal(ctx context.Context, cmd *command.Command) (proto.Message, error)
 	PopLocal(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context) (uint64, error)
+	QueryLocal(ctx context.Context, q *command.Query) (*command.QueryResult, error)
 	RemoveServerLocal(id string) error
 }
 
@@ -59,6 +60,15 @@ func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRe
 		return nil, forwardStatus(err)
 	}
 	return &internalpb.ReadIndexReply{Index: i}, nil
+}
+
+// Query answers a follower's linearizable query.
+func (s *ForwardServer) Query(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
+	res, err := s.node.QueryLocal(ctx, q)
+	if err != nil {
+		return nil, forwardStatus(err)
+	}
+	return res, nil
 }
 
 // RemoveServer removes a voter on an operator's request.
@@ -163,6 +173,20 @@ func (c *ForwardClient) ReadIndex(ctx context.Context, addr string) (uint64, err
 		return 0, fromForwardStatus(err, false)
 	}
 	return r.Index, nil
+}
+
+// Query has the leader answer a linearizable query; a read, so never in
+// doubt.
+func (c *ForwardClient) Query(ctx context.Context, addr string, q *command.Query) (*command.QueryResult, error) {
+	cl, _, err := c.client(addr)
+	if err != nil {
+		return nil, err
+	}
+	r, err := cl.Query(ctx, q)
+	if err != nil {
+		return nil, fromForwardStatus(err, false)
+	}
+	return r, nil
 }
 
 // RemoveServer asks the leader to remove a voter.

@@ -24,6 +24,7 @@ type Node interface {
 	Apply(ctx context.Context, cmd *command.Command) (proto.Message, error)
 	Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
+	Query(ctx context.Context, level cluster.ReadLevel, q *command.Query) (*command.QueryResult, error)
 	Now() int64
 	Ready() bool
 	// Watch is closed when an applied entry next changes queue.
@@ -314,10 +315,6 @@ func (s *Public) readKV(ctx context.Context, ops []*command.KVOp) (*command.KVBa
 	if err := s.rules.AllowKVRead(); err != nil {
 		return nil, err
 	}
-	var res *command.KVBatchResult
-	err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
-		res = rd.KVReads(ops, s.node.Now())
-		return nil
-	})
-	return res, err
+	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
+	return res.GetKv(), err
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
 	"github.com/queen-node/queen-node/request"
 )
@@ -51,13 +50,12 @@ func (s *Public) CancelTimer(ctx context.Context, in *queenpb.CancelTimerRequest
 
 // GetTimer peeks at a pending timer.
 func (s *Public) GetTimer(ctx context.Context, in *queenpb.GetTimerRequest) (*queenpb.GetTimerResponse, error) {
-	var t *command.TimerRecord
-	if err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
-		t = rd.Timer(in.Queue, in.TimerKey)
-		return nil
-	}); err != nil {
+	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Timer{Timer: &command.TimerGet{
+		Queue: in.Queue, TimerKey: in.TimerKey}}})
+	if err != nil {
 		return nil, publicStatus(err)
 	}
+	t := res.GetTimer().GetTimer()
 	if t == nil {
 		return &queenpb.GetTimerResponse{}, nil
 	}
@@ -66,14 +64,12 @@ func (s *Public) GetTimer(ctx context.Context, in *queenpb.GetTimerRequest) (*qu
 
 // ListTimers pages through a queue's pending timers.
 func (s *Public) ListTimers(ctx context.Context, in *queenpb.ListTimersRequest) (*queenpb.ListTimersResponse, error) {
-	var rows []*command.TimerRecord
-	var truncated bool
-	if err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
-		rows, truncated = rd.Timers(in.Queue, in.After, request.TimerListLimit(int64(in.Limit)))
-		return nil
-	}); err != nil {
+	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Timers{Timers: &command.TimerList{
+		Queue: in.Queue, After: in.After, Limit: int32(request.TimerListLimit(int64(in.Limit)))}}})
+	if err != nil {
 		return nil, publicStatus(err)
 	}
+	rows, truncated := res.GetTimers().GetTimers(), res.GetTimers().GetTruncated()
 	out := &queenpb.ListTimersResponse{Truncated: truncated}
 	for _, t := range rows {
 		out.Timers = append(out.Timers, timerOut(t, false))
@@ -89,14 +85,12 @@ func (s *Public) CountTimers(ctx context.Context, in *queenpb.CountTimersRequest
 	if err := request.TimerCountPrefix(in.Prefix); err != nil {
 		return nil, publicStatus(err)
 	}
-	var n int
-	if err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
-		n = rd.TimerCount(in.Queue, in.Prefix)
-		return nil
-	}); err != nil {
+	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_TimerCount{TimerCount: &command.TimerCount{
+		Queue: in.Queue, Prefix: in.Prefix}}})
+	if err != nil {
 		return nil, publicStatus(err)
 	}
-	return &queenpb.CountTimersResponse{Count: uint64(n)}, nil
+	return &queenpb.CountTimersResponse{Count: res.GetTimerCount().GetCount()}, nil
 }
 
 var timerStatuses = map[command.TimerResult_Status]queenpb.TimerStatus{

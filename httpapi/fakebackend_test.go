@@ -134,6 +134,16 @@ func (f *fakeBackend) Read(ctx context.Context, level cluster.ReadLevel, fn func
 	return f.state.Read(fn)
 }
 
+func (f *fakeBackend) Query(ctx context.Context, level cluster.ReadLevel, q *command.Query) (*command.QueryResult, error) {
+	var res *command.QueryResult
+	err := f.Read(ctx, level, func(rd *fsm.Reader) error {
+		var err error
+		res, err = rd.Answer(q, f.now)
+		return err
+	})
+	return res, err
+}
+
 func (f *fakeBackend) Now() int64 { return f.now }
 func (f *fakeBackend) Status() cluster.RaftStatus {
 	return cluster.RaftStatus{Role: "leader", LeaderID: "fake", Term: 1}

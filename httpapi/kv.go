@@ -7,7 +7,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -166,12 +165,8 @@ func renderKVBatch(w http.ResponseWriter, kr *command.KVBatchResult) {
 // readKV answers read-only ops from one view, which also says whether the
 // operator's kill switch is on (writes are refused by apply).
 func (a *API) readKV(r *http.Request, ops []*command.KVOp) (*command.KVBatchResult, error) {
-	var res *command.KVBatchResult
-	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		res = rd.KVReads(ops, a.b.Now())
-		return nil
-	})
-	return res, err
+	res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
+	return res.GetKv(), err
 }
 
 func kvRefusal(res *command.KVBatchResult) map[string]any {

@@ -23,6 +23,7 @@ type Backend interface {
 	Apply(ctx context.Context, cmd *command.Command) (proto.Message, error)
 	Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
+	Query(ctx context.Context, level cluster.ReadLevel, q *command.Query) (*command.QueryResult, error)
 	Now() int64
 	Status() cluster.RaftStatus
 	Cluster() cluster.ClusterView

@@ -8,7 +8,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -183,14 +182,13 @@ func timerPeekOut(t *command.TimerRecord, withPayload bool) map[string]any {
 // timerGet is GET /api/v1/timers/:queue/*timerKey: a peek, {"found":false}
 // when there is no pending timer (never a 404).
 func (a *API) timerGet(w http.ResponseWriter, r *http.Request) {
-	var t *command.TimerRecord
-	if err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		t = rd.Timer(r.PathValue("queue"), r.PathValue("timerKey"))
-		return nil
-	}); err != nil {
+	res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_Timer{Timer: &command.TimerGet{
+		Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}}})
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	t := res.GetTimer().GetTimer()
 	if t == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"found": false})
 		return
@@ -215,27 +213,26 @@ func (a *API) timerList(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		var n int
-		if err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error { n = rd.TimerCount(queue, prefix); return nil }); err != nil {
+		res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_TimerCount{TimerCount: &command.TimerCount{
+			Queue: queue, Prefix: prefix}}})
+		if err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"count": n})
+		writeJSON(w, http.StatusOK, map[string]any{"count": res.GetTimerCount().GetCount()})
 		return
 	default:
 		writeError(w, request.TimersBad("timers_read_mode_unknown", "mode must be list or count"))
 		return
 	}
 	limit := request.TimerListLimit(queryInt(r, "limit", 0))
-	var rows []*command.TimerRecord
-	var truncated bool
-	if err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		rows, truncated = rd.Timers(queue, q.Get("after"), limit)
-		return nil
-	}); err != nil {
+	res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_Timers{Timers: &command.TimerList{
+		Queue: queue, After: q.Get("after"), Limit: int32(limit)}}})
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	rows, truncated := res.GetTimers().GetTimers(), res.GetTimers().GetTruncated()
 	out := make([]map[string]any, len(rows))
 	for i, t := range rows {
 		out[i] = timerPeekOut(t, false)

@@ -10,6 +10,9 @@
 #   scripts/bench.sh -scenario exactly-once,timers
 #   scripts/bench.sh -scenario rss -rss-messages 1000000
 #   scripts/bench.sh -cluster -scenario push-batch,push-single,pop-ack,latency,failover
+#   scripts/bench.sh -vs-nats [-before /path/to/queen-node-of-the-commit-before]
+#                                             # three-node queen-node beside three-node
+#                                             # NATS JetStream, in one sitting, as ratios
 # -cluster (or env CLUSTER=1): three nodes n1..n3 joined over gossip
 #      (--join all three, --bootstrap-expect 3, one data dir each); worker w
 #      uses node w mod 3, and the failover scenario kill -9s the leader and

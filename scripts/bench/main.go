@@ -29,6 +29,13 @@
 //	             second, and how late does a fired message come (its
 //	             createdAt minus the deliverAt its schedule returned)? The
 //	             node's queen_timers_lateness_seconds is printed alongside.
+//	reads        What does one linearizable KV get cost through the leader,
+//	             and what through a follower (one client, nothing else
+//	             running)?
+//	pollers      With one producer pushing single messages at -poll-rate,
+//	             what do push latency and node CPU per push become with 10
+//	             and with -pollers long-polling consumers parked on the
+//	             queue, against nobody waiting?
 //	failover     Cluster only (-start 3): with single pushes at a steady
 //	             rate through a follower, how long after a kill -9 of the
 //	             leader does the first push succeed again, and when does a
@@ -104,6 +111,9 @@ type options struct {
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 
+	pollers  int     // long-polling pops parked in pollers
+	pollRate float64 // pushes per second in pollers
+
 	failoverRounds  int
 	failoverRate    float64
 	failoverTimeout time.Duration
@@ -122,6 +132,8 @@ var scenarios = []scenario{
 	{"latency", runLatency},
 	{"exactly-once", runExactlyOnce},
 	{"timers", runTimers},
+	{"reads", runReads},
+	{"pollers", runPollers},
 	{"rss", runRSS},
 	{"failover", runFailover}, // last: it kills nodes
 }
@@ -145,7 +157,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runVsNats(ctx, o, stdout, stderr)
 	}
 	if o.start > 0 {
-		stopNodes, err := startNodes(ctx, o, names["exactly-once"], stderr)
+		stopNodes, err := startNodes(ctx, o, names["exactly-once"] || names["reads"], stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
@@ -228,6 +240,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.Float64Var(&o.timerRate, "timer-rate", 2000, "timers scheduled per second in timers (0 = as fast as the node answers)")
 	fs.IntVar(&o.timerBatch, "timer-batch", 50, "timer ops per POST /api/v1/timers (at most 256)")
 	fs.DurationVar(&o.timerMaxDelay, "timer-max-delay", 2*time.Second, "timers get a delayMs spread uniformly over 0..this")
+	fs.IntVar(&o.pollers, "pollers", 1000, "long-polling pops parked on the queue in pollers' last phase")
+	fs.Float64Var(&o.pollRate, "poll-rate", 200, "single pushes per second in pollers")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 3, "leader kills in failover")
 	fs.Float64Var(&o.failoverRate, "failover-rate", 50, "single pushes per second through a follower in failover")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 30*time.Second, "cap on each failover round's wait for a new leader and a successful push")
@@ -242,6 +256,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	}
 	if o.timerBatch < 1 || o.timerBatch > 256 || o.timerRate < 0 || o.timerMaxDelay < 0 {
 		return nil, nil, errors.New("-timer-batch must be 1..256, -timer-rate and -timer-max-delay >= 0")
+	}
+	if o.pollers < 1 || o.pollRate <= 0 {
+		return nil, nil, errors.New("-pollers must be >= 1 and -poll-rate > 0")
 	}
 	if o.failoverRounds < 1 || o.failoverRate <= 0 || o.failoverTimeout <= 0 {
 		return nil, nil, errors.New("-failover-rounds must be >= 1, -failover-rate and -failover-timeout > 0")

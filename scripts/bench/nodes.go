@@ -16,11 +16,11 @@ import (
 
 // startNodes starts o.start throwaway nodes (nodeproc: a temp dir, free
 // loopback ports, joined over gossip when more than one) and points o at
-// them. With exactlyOnce the nodes get --kv-read-rate 0 first: the
-// scenario's marker get is a KV read outside a transaction, which a node
-// otherwise limits to 200/s. The returned func stops the nodes (SIGTERM, up
+// them. With kvReads (exactly-once or reads selected) the nodes get
+// --kv-read-rate 0 first: those scenarios' gets are KV reads outside a
+// transaction, which a node otherwise limits to 200/s. The returned func stops the nodes (SIGTERM, up
 // to 15 s each, then SIGKILL) and removes the dir unless -keep-data.
-func startNodes(ctx context.Context, o *options, exactlyOnce bool, stderr io.Writer) (func(), error) {
+func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer) (func(), error) {
 	work, err := os.MkdirTemp("", "qn-bench.")
 	if err != nil {
 		return nil, err
@@ -42,9 +42,9 @@ func startNodes(ctx context.Context, o *options, exactlyOnce bool, stderr io.Wri
 		fmt.Fprintf(stderr, "bench: node built from the working tree at %s\n", orUnknown(strings.TrimSpace(string(rev))))
 	}
 	var flags []string
-	if exactlyOnce {
+	if kvReads {
 		flags = append(flags, "--kv-read-rate", "0")
-		fmt.Fprintln(stderr, "bench: exactly-once selected: starting the node(s) with --kv-read-rate 0 (unlimited KV reads outside transactions; the default is 200/s)")
+		fmt.Fprintln(stderr, "bench: exactly-once or reads selected: starting the node(s) with --kv-read-rate 0 (unlimited KV reads outside transactions; the default is 200/s)")
 	}
 	flags = append(flags, strings.Fields(o.nodeArgs)...)
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }

@@ -27,6 +27,13 @@ import (
 //	sync    one client, one message at a time, waiting for each answer
 //	kv      NATS KV put (R3), one client: the fsync-always reference
 //	cpu     CPU (user + system, all servers, from /proc) per pushed message
+//	eo      queen-node only: the seed's exactly-once pattern, 32 workers
+//	reads   queen-node only: a linearizable KV get through the leader and
+//	        through a follower, alternating, while 4 producers push
+//	pollers queen-node only: single pushes at -poll-rate with 0, 10 and
+//	        -pollers long-polling consumers parked on the queue
+//	1 node  queen-node only: push, consume, sync push and exactly-once
+//	        again on a single node
 //
 // The message is 256 bytes in every figure.
 
@@ -41,9 +48,12 @@ type figures struct {
 	eoRate, eoP50, eoP99 float64 // exactly-once orders/s and latency (queen-node)
 	readLeader           float64 // p50 ms of a linearizable KV get through the leader
 	readFollower         float64 // and through a follower
-	pollIdle, pollBusy   float64 // push p50 ms with no and with 1000 parked pops
-	pollCPUIdle          float64 // CPU µs per push with 1000 parked pops
-	pollCPUBusy          float64
+	readLeaderIdle       float64 // the same with nothing else running
+	readFollowerIdle     float64
+	pollNone, pollMany   float64  // push p50 ms with no and with -pollers parked pops
+	pollCPUFew           float64  // CPU µs per push (and its delivery) with 10 parked pops
+	pollCPUMany          float64  // and with -pollers
+	one                  *figures // the single-node figures (push, consume, sync, eo)
 	notes                []string
 }
 
@@ -82,9 +92,13 @@ func runVsNats(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "bench: %s: %v\n", s.name, err)
 			return 1
 		}
+		if f.one, err = measureQueenOne(ctx, s.name, s.bin, o, stderr); err != nil {
+			fmt.Fprintf(stderr, "bench: %s, one node: %v\n", s.name, err)
+			return 1
+		}
 		all = append(all, f)
 	}
-	writeComparison(stdout, all)
+	writeComparison(stdout, all, o)
 	return 0
 }
 
@@ -198,6 +212,63 @@ func measureQueen(ctx context.Context, name, bin string, o *options, stderr io.W
 	l = r.Latency["order"]
 	f.eoRate, f.eoP50, f.eoP99 = r.MsgPerSec, l.P50, l.P99
 	noteErrors(f, r)
+	if r, err = runReads(ctx, &qo); err != nil {
+		return nil, err
+	}
+	f.readLeader, f.readFollower = r.Latency["leader/loaded"].P50, r.Latency["follower/loaded"].P50
+	f.readLeaderIdle, f.readFollowerIdle = r.Latency["leader"].P50, r.Latency["follower"].P50
+	noteErrors(f, r)
+	if r, err = runPollers(ctx, &qo); err != nil {
+		return nil, err
+	}
+	many := fmt.Sprintf("push/%dw", qo.pollers)
+	f.pollNone, f.pollMany = r.Latency["push/0w"].P50, r.Latency[many].P50
+	f.pollCPUFew, _ = r.Extra["push/10w_cpu_us_per_push"].(float64)
+	f.pollCPUMany, _ = r.Extra[many+"_cpu_us_per_push"].(float64)
+	noteErrors(f, r)
+	return f, nil
+}
+
+// measureQueenOne runs push, consume, sync push and exactly-once on one
+// node of bin.
+func measureQueenOne(ctx context.Context, name, bin string, o *options, stderr io.Writer) (*figures, error) {
+	qo := *o
+	qo.start, qo.bin, qo.cluster = 1, bin, nil
+	stop, err := startNodes(ctx, &qo, true, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if err := nodeproc.WaitHealthyURL(ctx, qo.url, 30*time.Second); err != nil {
+		return nil, err
+	}
+	f := &figures{name: name}
+	cpu := startCPU(nodePIDs(&qo))
+	r, err := runPushBatch(ctx, &qo)
+	if err != nil {
+		return nil, err
+	}
+	f.pushRate, f.pushCPU = r.MsgPerSec, cpuPerMsg(cpu.used(), r.Messages)
+	noteErrors(f, r)
+	if r, err = runPopAck(ctx, &qo); err != nil {
+		return nil, err
+	}
+	f.consumeRate = r.MsgPerSec
+	noteErrors(f, r)
+	if r, err = runLatency(ctx, &qo); err != nil {
+		return nil, err
+	}
+	l := r.Latency["push"]
+	f.syncP50, f.syncP99, f.syncRate = l.P50, l.P99, r.MsgPerSec
+	noteErrors(f, r)
+	eo := qo
+	eo.conns = 32
+	if r, err = runExactlyOnce(ctx, &eo); err != nil {
+		return nil, err
+	}
+	l = r.Latency["order"]
+	f.eoRate, f.eoP50, f.eoP99 = r.MsgPerSec, l.P50, l.P99
+	noteErrors(f, r)
 	return f, nil
 }
 
@@ -209,7 +280,22 @@ func noteErrors(f *figures, r *result) {
 
 // writeComparison prints each figure of every system, with queen-node's
 // ratio to each other system.
-func writeComparison(w io.Writer, all []*figures) {
+func writeComparison(w io.Writer, all []*figures, o *options) {
+	fmt.Fprintf(w, `shapes (every message %d bytes of JSON, every system three servers on loopback, one sitting):
+  nats: nats-server %s -js, file storage, R3 stream; "always" adds sync_interval: always
+        push     4 async publishers, 250 unacknowledged each, %v
+        consume  durable pull consumer, fetch 100, explicit ack per message, 4 workers, %d prefilled
+        sync     1 publisher, one message at a time, %v; kv: 1 client, KV put (R3) one at a time
+  queen-node: %d-node cluster and then 1 node, each from a fresh data dir
+        push     %d connections x %d items per POST /api/v1/push, %v (scenario push-batch)
+        consume  %d connections, pop batch 100 + batch ack, consumer group, %d prefilled (pop-ack)
+        sync     1 connection, 1 item per push, %v (latency)
+        eo       32 workers: pop 1 -> KV get of the marker -> transaction [ack + putIfAbsent] (exactly-once)
+        reads    1 client alternating leader/follower KV gets, idle and beside 4 single pushers (reads)
+        pollers  1 pusher at %.0f/s; 0, 10, %d long-polling pops parked (pollers)
+  the same scenarios alone: go run ./scripts/bench -start 3 -scenario push-batch,pop-ack,latency,exactly-once,reads,pollers
+`, o.payload, natsVersion, o.duration, o.prefill, o.duration, 3, o.conns, o.batch, o.duration, o.conns, o.prefill,
+		o.duration, o.pollRate, o.pollers)
 	var queen *figures
 	for _, f := range all {
 		if f.name == "queen-node" {
@@ -241,6 +327,25 @@ func writeComparison(w io.Writer, all []*figures) {
 		{"kv put p99 ms", func(f *figures) float64 { return f.kvP99 }},
 		{"exactly-once orders/s", func(f *figures) float64 { return f.eoRate }},
 		{"exactly-once p99 ms", func(f *figures) float64 { return f.eoP99 }},
+		{"read p50 ms via leader, loaded", func(f *figures) float64 { return f.readLeader }},
+		{"read p50 ms via follower, loaded", func(f *figures) float64 { return f.readFollower }},
+		{"  follower/leader", func(f *figures) float64 { return div(f.readFollower, f.readLeader) }},
+		{"read p50 ms via leader, idle", func(f *figures) float64 { return f.readLeaderIdle }},
+		{"read p50 ms via follower, idle", func(f *figures) float64 { return f.readFollowerIdle }},
+		{"  follower/leader", func(f *figures) float64 { return div(f.readFollowerIdle, f.readLeaderIdle) }},
+		{"push p50 ms, nobody parked", func(f *figures) float64 { return f.pollNone }},
+		{"push p50 ms, many parked", func(f *figures) float64 { return f.pollMany }},
+		{"  many/none", func(f *figures) float64 { return div(f.pollMany, f.pollNone) }},
+		{"CPU µs/push+delivery, 10 parked", func(f *figures) float64 { return f.pollCPUFew }},
+		{"CPU µs/push+delivery, many parked", func(f *figures) float64 { return f.pollCPUMany }},
+		{"  many/10", func(f *figures) float64 { return div(f.pollCPUMany, f.pollCPUFew) }},
+		{"1 node: push msg/s", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.pushRate }) }},
+		{"1 node: push CPU µs/msg", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.pushCPU }) }},
+		{"1 node: consume+ack msg/s", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.consumeRate }) }},
+		{"1 node: sync push p50 ms", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.syncP50 }) }},
+		{"1 node: sync push p99 ms", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.syncP99 }) }},
+		{"1 node: exactly-once orders/s", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.eoRate }) }},
+		{"1 node: exactly-once p99 ms", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.eoP99 }) }},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t", row.label)
@@ -264,7 +369,27 @@ func writeComparison(w io.Writer, all []*figures) {
 		for _, n := range f.notes {
 			fmt.Fprintf(w, "%s: %s\n", f.name, n)
 		}
+		if f.one != nil {
+			for _, n := range f.one.notes {
+				fmt.Fprintf(w, "%s, one node: %s\n", f.name, n)
+			}
+		}
 	}
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// get reads a single-node figure; 0 (printed "-") for a system without.
+func (f *figures) get(v func(*figures) float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return v(f)
 }
 
 func num(v float64) string {
