@@ -13,6 +13,7 @@ type Batch struct {
 	s       *Store
 	touched map[*segment]bool
 	removes []string // paths to remove after the state file committed (Done)
+	drops   []drop   // segments to drop then (DropBefore)
 	stage   *Stage
 }
 
@@ -28,6 +29,7 @@ type Stage struct {
 	marks map[*segment]mark
 	made  []madeSeg // segments this stage created
 	rm    int       // len(b.removes) when the stage began
+	dr    int       // len(b.drops) then
 }
 
 type mark struct{ log, idx int }
@@ -39,7 +41,7 @@ type madeSeg struct {
 
 // Stage starts a command's writes. Stages do not nest.
 func (b *Batch) Stage() *Stage {
-	st := &Stage{b: b, marks: map[*segment]mark{}, rm: len(b.removes)}
+	st := &Stage{b: b, marks: map[*segment]mark{}, rm: len(b.removes), dr: len(b.drops)}
 	b.stage = st
 	return st
 }
@@ -63,6 +65,7 @@ func (st *Stage) Discard() {
 	}
 	s.mu.Unlock()
 	st.b.removes = st.b.removes[:st.rm]
+	st.b.drops = st.b.drops[:st.dr]
 	st.b.stage = nil
 }
 
@@ -260,6 +263,20 @@ func (b *Batch) RemovePartition(pid []byte) {
 	b.removes = append(b.removes, filepath.Join(b.s.dir, partKey(pid)))
 }
 
+type drop struct {
+	pid    []byte
+	before uint64
+}
+
+// DropBefore removes, once the batch committed, every segment of pid that
+// holds only seqs below before: how retention reclaims space, a whole file
+// pair at a time, never a record at a time. The segment being appended to
+// is never dropped (it goes once a later one starts), so a partition keeps
+// its end. The caller's state no longer refers to the seqs dropped.
+func (b *Batch) DropBefore(pid []byte, before uint64) {
+	b.drops = append(b.drops, drop{pid: pid, before: before})
+}
+
 // Flush writes the batch to the files: one write per file it touched. The
 // state machine calls it just before the state file commits the batch; an
 // error there must stop the node (the state file would commit records the
@@ -317,13 +334,22 @@ func (s *Store) flushSegment(g *segment) error {
 // must find them still there). While a snapshot pins the files, removals
 // wait for its release.
 func (b *Batch) Done() {
-	if len(b.removes) == 0 {
+	if len(b.removes) == 0 && len(b.drops) == 0 {
 		return
 	}
 	s := b.s
 	s.mu.Lock()
 	for _, dir := range b.removes {
 		delete(s.parts, filepath.Base(dir))
+	}
+	for _, d := range b.drops {
+		p := s.part(d.pid)
+		i := 0
+		for i+1 < len(p.segs) && p.segs[i+1].base <= d.before {
+			b.removes = append(b.removes, p.segs[i].logPath, p.segs[i].idxPath)
+			i++
+		}
+		p.segs = p.segs[i:]
 	}
 	if s.pins > 0 {
 		s.later = append(s.later, b.removes...)
@@ -334,13 +360,15 @@ func (b *Batch) Done() {
 	s.removeAll(b.removes)
 }
 
-func (s *Store) removeAll(dirs []string) {
-	for _, d := range dirs {
-		ents, _ := os.ReadDir(d)
+// removeAll removes partition directories and segment files.
+func (s *Store) removeAll(paths []string) {
+	for _, path := range paths {
+		s.files.forget(path)
+		ents, _ := os.ReadDir(path) // a partition's directory
 		for _, e := range ents {
-			s.files.forget(filepath.Join(d, e.Name()))
+			s.files.forget(filepath.Join(path, e.Name()))
 		}
-		os.RemoveAll(d)
+		os.RemoveAll(path)
 	}
 }
 

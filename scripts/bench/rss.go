@@ -78,7 +78,38 @@ func runRSS(ctx context.Context, o *options) (*result, error) {
 					mib(dirAfter.allocated-dirBefore.allocated), perMsg(dirAfter.allocated-dirBefore.allocated, 1, fr.queued)))
 		}
 	}
+	if o.cluster != nil && len(o.cluster.Nodes()) == 1 {
+		restartAfterKill(ctx, o, r)
+	}
 	return r, nil
+}
+
+// restartAfterKill kill -9s the node bench started, starts it again on the
+// same data dir and reports how long it took to answer /health as healthy,
+// and its memory then.
+func restartAfterKill(ctx context.Context, o *options, r *result) {
+	n := o.cluster.Nodes()[0]
+	if err := n.Kill(); err != nil {
+		r.notes = append(r.notes, "restart not measured: kill: "+err.Error())
+		return
+	}
+	start := time.Now()
+	if err := n.Start(ctx); err != nil {
+		r.notes = append(r.notes, "restart not measured: start: "+err.Error())
+		return
+	}
+	if err := n.WaitHealthy(ctx, 60*time.Second); err != nil {
+		r.notes = append(r.notes, "restart not measured: "+err.Error())
+		return
+	}
+	took := time.Since(start)
+	o.pid = n.PID()
+	r.Extra["restart_to_healthy_seconds"] = round(took.Seconds(), 3)
+	r.notes = append(r.notes, fmt.Sprintf("kill -9, then start to healthy: %.2f s (pid %d)", took.Seconds(), n.PID()))
+	if st, err := readProcStatus(n.PID()); err == nil {
+		r.Extra["RssAnon_after_restart_kB"] = st["RssAnon"]
+		r.notes = append(r.notes, fmt.Sprintf("after restart: VmRSS %d kB, RssAnon %d kB", st["VmRSS"], st["RssAnon"]))
+	}
 }
 
 // perMsg is " (N B/msg)" for a delta of delta*unit bytes over n messages.
