@@ -36,7 +36,7 @@ type parking struct {
 // namespace/task pop, which every change may feed.
 type popKey struct {
 	queue, partition, group, namespace, task string
-	hasPartition                              bool
+	hasPartition                             bool
 }
 
 func keyOf(in *command.Pop) popKey {
