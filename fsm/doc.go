@@ -5,13 +5,14 @@
 // outcome (package idempotency), dispatches the rest by body type to their
 // handlers (dispatch.go), runs each in its own staged transaction, and
 // commits one batch of entries as one bbolt transaction with the applied
-// index inside it. Snapshot and Restore stream and swap the whole file.
+// index inside it, the batch's message bodies written to their segment
+// files (package msgstore) just before. Snapshot and Restore stream and
+// swap the state file and the message files together.
 //
-// Apply is deterministic: it reads only the leader's stamp for time and
-// the ids the proposer minted, and never lets map order leak (DESIGN.md).
-// Reader answers the front ends' reads from one consistent view.
-//
-// Today the queue domain (partitions, messages, cursors, groups, the DLQ)
-// and the lease index still live here as methods of the apply context;
-// kvstore, leases and idempotency are their own packages.
+// Each handler decodes its command and makes one call into the domain that
+// owns the rule: queue (push, pop, ack, cursors, groups, DLQ, leases),
+// kvstore, timers, idempotency. Apply is deterministic: it reads only the
+// leader's stamp for time and the ids the proposer minted, and never lets
+// map order leak (DESIGN.md). Reader answers the front ends' reads from one
+// consistent view, and Answer runs the queries a follower forwards.
 package fsm
