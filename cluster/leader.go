@@ -171,16 +171,27 @@ func (n *Node) snapshotLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var stateSize int64
+	var sized time.Time
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-tick.C:
 		}
-		// A snapshot copies the whole state, so the trigger grows with it:
-		// at most about one state's worth of snapshot writes per half a
-		// state of log, whatever the backlog.
-		if n.fsm.BytesSinceSnapshot() < max(n.cfg.SnapshotBytes, n.db.Size()/2) {
+		// A snapshot copies the whole state, the state file and the live
+		// message files, so the trigger grows with it: at most about one
+		// state's worth of snapshot writes per half a state of log, whatever
+		// the backlog. The files are measured only past the floor, and at
+		// most every ten seconds (it walks the message store).
+		since := n.fsm.BytesSinceSnapshot()
+		if since < n.cfg.SnapshotBytes {
+			continue
+		}
+		if time.Since(sized) > 10*time.Second {
+			stateSize, sized = n.db.Size()+n.msgs.Size(), time.Now()
+		}
+		if since < stateSize/2 {
 			continue
 		}
 		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
