@@ -18,9 +18,9 @@
 #      uses node w mod 3, and the failover scenario kill -9s the leader and
 #      restarts it. rss reads one node's memory and data dir, so it wants
 #      single mode.
-# When the scenarios include exactly-once (also "all", the default), the
-# node(s) start with --kv-read-rate 0: its marker get is a KV read outside
-# a transaction, which the node otherwise limits to 200/s.
+# When the scenarios include exactly-once or reads (also "all", the
+# default), the node(s) start with --kv-read-rate 0: their gets are KV reads
+# outside a transaction, which the node otherwise limits to 200/s.
 # Env: KEEP_DATA=1 keeps the temp dir (data + node logs) for inspection;
 #      QN_BIN=/path/to/queen-node benchmarks that binary instead of building
 #      the working tree (e.g. a build of a given commit);
