@@ -36,8 +36,21 @@ type Stores struct {
 	Log       raft.LogStore
 	Stable    raft.StableStore
 	Snapshots raft.SnapshotStore
-	Transport *raft.NetworkTransport
+	Transport *Transport
 	bolt      *raftboltdb.BoltStore
+}
+
+// Transport is hashicorp/raft's TCP transport without its pipeline:
+// replication to a follower sends one AppendEntries at a time and waits for
+// the answer in the same goroutine, and entries proposed meanwhile go in the
+// next one (group commit). The pipeline saves a round trip between batches,
+// nothing on loopback or a LAN, and costs two goroutine hand-offs per batch
+// (the sender, the response decoder) on the commit path.
+type Transport struct{ *raft.NetworkTransport }
+
+// AppendEntriesPipeline declines, so Raft replicates synchronously.
+func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // Open opens (creating) the log, stable store, snapshot store and transport.
@@ -101,7 +114,7 @@ func Open(cfg Config) (*Stores, error) {
 		return nil, fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err)
 	}
 	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv)}, pool, timeout, logger.Named("transport"))
-	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: trans, bolt: bs}, nil
+	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{trans}, bolt: bs}, nil
 }
 
 // Close closes the transport and the log file.
