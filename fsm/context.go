@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
@@ -24,17 +22,3 @@ type applyCtx struct {
 // timers is the timers' view of this command; fired messages go through
 // the queue domain's push path.
 func (c *applyCtx) timers() *timers.Tx { return timers.Begin(c.tx, c.now, c.q) }
-
-func mustUnmarshal(b []byte, m proto.Message) {
-	if err := proto.Unmarshal(b, m); err != nil {
-		panic("fsm: stored record does not decode: " + err.Error())
-	}
-}
-
-func mustMarshal(m proto.Message) []byte {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		panic("fsm: record does not encode: " + err.Error())
-	}
-	return b
-}

@@ -41,7 +41,7 @@ func TestSnapshotOfAnotherFormatIsRefused(t *testing.T) {
 	src.push(item("q", "", "a"))
 	old := proto.Clone(src.f.meta).(*command.MetaRecord)
 	old.StateFormat = 0 // as format 1 wrote it
-	if err := src.db.Update(func(b *store.Batch) error { return b.Put(bMeta, metaKey, mustMarshal(old)) }); err != nil {
+	if err := src.db.Update(func(b *store.Batch) error { return b.Put(bMeta, metaKey, command.MustEncodeRecord(old)) }); err != nil {
 		t.Fatal(err)
 	}
 	image := snapshotOf(t, src.f)

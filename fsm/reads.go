@@ -37,7 +37,7 @@ func (f *FSM) reader(r store.Reader) *Reader {
 func (rd *Reader) Meta() *command.MetaRecord {
 	m := &command.MetaRecord{}
 	if v := rd.r.Get(bMeta, metaKey); v != nil {
-		mustUnmarshal(v, m)
+		command.MustDecodeRecord(v, m)
 	}
 	return m
 }

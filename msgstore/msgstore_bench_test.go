@@ -21,9 +21,16 @@ func benchMsg(seq uint64) *Message {
 	return &Message{ID: id, TxnID: fmt.Sprintf("txn-%d", seq), CreatedUs: int64(seq), Payload: benchPayload}
 }
 
-// fill appends n messages to pid in batches of 100.
-func fill(b *testing.B, s *Store, pid []byte, n uint64) {
+// filled is a store of 4 MiB segments holding seqs 1..n of pidA, appended
+// in batches of 100.
+func filled(b *testing.B, n uint64) *Store {
 	b.Helper()
+	s, err := Open(b.TempDir(), Options{SegmentBytes: 4 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	pid := pidA
 	for seq := uint64(1); seq <= n; {
 		batch := s.Begin()
 		for i := 0; i < 100 && seq <= n; i, seq = i+1, seq+1 {
@@ -36,6 +43,7 @@ func fill(b *testing.B, s *Store, pid []byte, n uint64) {
 		}
 		batch.Done()
 	}
+	return s
 }
 
 // BenchmarkAppend: one batch of 100 messages to one partition, flushed.
@@ -71,13 +79,8 @@ func BenchmarkAppend(b *testing.B) {
 // BenchmarkReadRun: 100 consecutive messages from a random place in a
 // partition of 100k (its files in the page cache).
 func BenchmarkReadRun(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{SegmentBytes: 4 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	const n = 100_000
-	fill(b, s, pidA, n)
+	s := filled(b, n)
 	r := rand.New(rand.NewPCG(1, 2))
 	b.SetBytes(100 * int64(len(benchPayload)))
 	b.ReportAllocs()
@@ -93,13 +96,8 @@ func BenchmarkReadRun(b *testing.B) {
 // BenchmarkEntry: one index entry by seq (what an ack or a dedup check
 // reads).
 func BenchmarkEntry(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{SegmentBytes: 4 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	const n = 100_000
-	fill(b, s, pidA, n)
+	s := filled(b, n)
 	r := rand.New(rand.NewPCG(3, 4))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
@@ -118,20 +116,6 @@ func (t *Tx) nextOrdinal() uint32 {
 	return n
 }
 
-func mustUnmarshal(b []byte, m proto.Message) {
-	if err := proto.Unmarshal(b, m); err != nil {
-		panic("queue: stored record does not decode: " + err.Error())
-	}
-}
-
-func mustMarshal(m proto.Message) []byte {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		panic("queue: record does not encode: " + err.Error())
-	}
-	return b
-}
-
 type queueState struct {
 	rec   *command.QueueRecord
 	dirty bool
@@ -166,7 +150,7 @@ func (t *Tx) queue(name string) *queueState {
 	var qs *queueState
 	if v := t.tx.Get(bQueues, prefix(name)); v != nil {
 		rec := &command.QueueRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		qs = &queueState{rec: rec}
 	}
 	t.queues[name] = qs
@@ -202,7 +186,7 @@ func (t *Tx) partition(queue, name string) *partState {
 	var ps *partState
 	if v := t.tx.Get(bPartitions, []byte(key)); v != nil {
 		rec := &command.PartitionRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		ps = &partState{rec: rec}
 	}
 	t.cachePartition(key, ps)
@@ -261,7 +245,7 @@ func (t *Tx) cursor(pid []byte, group string) *cursorState {
 	}
 	cs := &cursorState{key: key, rec: &command.CursorRecord{}}
 	if v := t.tx.Get(bCursors, key); v != nil {
-		mustUnmarshal(v, cs.rec)
+		command.MustDecodeRecord(v, cs.rec)
 	} else {
 		cs.fresh = true
 	}
@@ -282,7 +266,7 @@ func (t *Tx) group(queue, group string) *groupState {
 	gs := &groupState{key: key}
 	if v := t.tx.Get(bGroups, key); v != nil {
 		gs.rec = &command.GroupRecord{}
-		mustUnmarshal(v, gs.rec)
+		command.MustDecodeRecord(v, gs.rec)
 	}
 	t.groups[string(key)] = gs
 	return gs
@@ -293,25 +277,25 @@ func (t *Tx) group(queue, group string) *groupState {
 func (t *Tx) flush() {
 	for name, qs := range t.queues {
 		if qs != nil && qs.dirty {
-			t.tx.Put(bQueues, prefix(name), mustMarshal(qs.rec))
+			t.tx.Put(bQueues, prefix(name), command.MustEncodeRecord(qs.rec))
 			qs.dirty = false
 		}
 	}
 	for key, ps := range t.parts {
 		if ps != nil && ps.dirty {
-			t.tx.Put(bPartitions, []byte(key), mustMarshal(ps.rec))
+			t.tx.Put(bPartitions, []byte(key), command.MustEncodeRecord(ps.rec))
 			ps.dirty = false
 		}
 	}
 	for _, cs := range t.cursors {
 		if cs.dirty {
-			t.tx.Put(bCursors, cs.key, mustMarshal(cs.rec))
+			t.tx.Put(bCursors, cs.key, command.MustEncodeRecord(cs.rec))
 			cs.dirty = false
 		}
 	}
 	for _, gs := range t.groups {
 		if gs.dirty && gs.rec != nil {
-			t.tx.Put(bGroups, gs.key, mustMarshal(gs.rec))
+			t.tx.Put(bGroups, gs.key, command.MustEncodeRecord(gs.rec))
 			gs.dirty = false
 		}
 	}

@@ -234,7 +234,7 @@ func popQueues(r store.Reader, in *command.Pop) []string {
 	cur := r.Cursor(bQueues)
 	for k, v := cur.First(); k != nil; k, v = cur.Next() {
 		rec := &command.QueueRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		if rec.Namespace == in.Namespace && (in.Task == "" || rec.Task == in.Task) {
 			cands = append(cands, cand{rec.Name, rec.Options.GetPriority()})
 		}
@@ -263,7 +263,7 @@ func (t *Tx) eachPartitionFrom(queue, after string, fn func(*partState) bool) {
 			ps, ok := t.parts[string(k)]
 			if !ok {
 				rec := &command.PartitionRecord{}
-				mustUnmarshal(v, rec)
+				command.MustDecodeRecord(v, rec)
 				ps = &partState{rec: rec}
 				t.cachePartition(string(k), ps)
 			}

@@ -77,7 +77,7 @@ func (t *Tx) DeleteQueue(name string) *command.DeleteQueueResult {
 	var pids [][]byte
 	for k, v := cur.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = cur.Next() {
 		rec := &command.PartitionRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		partKeys = append(partKeys, append([]byte(nil), k...))
 		pids = append(pids, rec.Id)
 	}
@@ -117,7 +117,7 @@ func (t *Tx) dropLeasesOf(pid []byte) {
 	var hs []held
 	for k, v := c.Seek(pid); k != nil && hasPrefix(k, pid); k, v = c.Next() {
 		rec := &command.CursorRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		if rec.Lease != nil {
 			hs = append(hs, held{rec.Lease.LeaseId, string(k[len(pid):])})
 		}

@@ -26,7 +26,7 @@ func (d *Domain) Reader(r store.Reader) *Reader { return &Reader{r: r, msgs: d.m
 func (rd *Reader) Queue(name string) *command.QueueRecord {
 	if v := rd.r.Get(bQueues, prefix(name)); v != nil {
 		rec := &command.QueueRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		return rec
 	}
 	return nil
@@ -38,7 +38,7 @@ func (rd *Reader) Queues() []*command.QueueRecord {
 	c := rd.r.Cursor(bQueues)
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		rec := &command.QueueRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		out = append(out, rec)
 	}
 	return out
@@ -62,7 +62,7 @@ func (rd *Reader) Partitions(queue string) []*command.PartitionRecord {
 	c := rd.r.Cursor(bPartitions)
 	for k, v := c.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = c.Next() {
 		rec := &command.PartitionRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		out = append(out, rec)
 	}
 	return out
@@ -76,7 +76,7 @@ func (rd *Reader) PartitionByID(pid []byte) *command.PartitionRecord {
 	}
 	if pv := rd.r.Get(bPartitions, v); pv != nil {
 		rec := &command.PartitionRecord{}
-		mustUnmarshal(pv, rec)
+		command.MustDecodeRecord(pv, rec)
 		return rec
 	}
 	return nil
@@ -114,7 +114,7 @@ func messageRecord(m *msgstore.Message) *command.MessageRecord {
 func (rd *Reader) Cursor(pid []byte, group string) *command.CursorRecord {
 	if v := rd.r.Get(bCursors, pidKey(pid, group)); v != nil {
 		rec := &command.CursorRecord{}
-		mustUnmarshal(v, rec)
+		command.MustDecodeRecord(v, rec)
 		return rec
 	}
 	return nil
@@ -153,7 +153,7 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 		var g *command.GroupRecord
 		if v := rd.r.Get(bGroups, join(qname, group)); v != nil {
 			g = &command.GroupRecord{}
-			mustUnmarshal(v, g)
+			command.MustDecodeRecord(v, g)
 		} else {
 			return PopReadiness{Ready: true, Partitions: 1} // first contact is recorded by an entry
 		}
@@ -173,7 +173,7 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 		if in.HasPartition {
 			if v := rd.r.Get(bPartitions, join(qname, in.Partition)); v != nil {
 				p := &command.PartitionRecord{}
-				mustUnmarshal(v, p)
+				command.MustDecodeRecord(v, p)
 				if check(p) {
 					return out
 				}
@@ -184,7 +184,7 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 		c := rd.r.Cursor(bPartitions)
 		for k, v := c.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = c.Next() {
 			p := &command.PartitionRecord{}
-			mustUnmarshal(v, p)
+			command.MustDecodeRecord(v, p)
 			if check(p) {
 				return out
 			}
@@ -253,7 +253,7 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 	total := 0
 	take := func(v []byte) {
 		d := &command.DLQRecord{}
-		mustUnmarshal(v, d)
+		command.MustDecodeRecord(v, d)
 		if !match(d) {
 			return
 		}
@@ -311,7 +311,7 @@ func (rd *Reader) Committed() []msgstore.PartitionState {
 	c := rd.r.Cursor(bPartitions)
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		p := &command.PartitionRecord{}
-		mustUnmarshal(v, p)
+		command.MustDecodeRecord(v, p)
 		out = append(out, msgstore.PartitionState{PID: p.Id, FirstSeq: p.FirstSeq, NextSeq: p.NextSeq})
 	}
 	return out

@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/store"
 )
@@ -54,20 +52,6 @@ func splitJoined(k []byte) (string, string) {
 	return string(k), ""
 }
 
-func mustUnmarshal(b []byte, m proto.Message) {
-	if err := proto.Unmarshal(b, m); err != nil {
-		panic("timers: stored record does not decode: " + err.Error())
-	}
-}
-
-func mustMarshal(m proto.Message) []byte {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		panic("timers: record does not encode: " + err.Error())
-	}
-	return b
-}
-
 // Fire limits.
 const (
 	// MaxAttempts permanent refusals make a timer a dead letter.
@@ -96,12 +80,12 @@ func (c *Tx) timer(queue, key string) *command.TimerRecord {
 		return nil
 	}
 	t := &command.TimerRecord{}
-	mustUnmarshal(v, t)
+	command.MustDecodeRecord(v, t)
 	return t
 }
 
 func (c *Tx) putTimer(t *command.TimerRecord) {
-	c.tx.Put(bTimers, timerRecKey(t.Queue, t.TimerKey), mustMarshal(t))
+	c.tx.Put(bTimers, timerRecKey(t.Queue, t.TimerKey), command.MustEncodeRecord(t))
 	c.tx.Put(bTimerDue, timerDueKey(timerDue(t), t.Queue, t.TimerKey), nil)
 }
 
@@ -251,7 +235,7 @@ func NewReader(r store.Reader) *Reader { return &Reader{r: r} }
 func (rd *Reader) Timer(queue, key string) *command.TimerRecord {
 	if v := rd.r.Get(bTimers, timerRecKey(queue, key)); v != nil {
 		t := &command.TimerRecord{}
-		mustUnmarshal(v, t)
+		command.MustDecodeRecord(v, t)
 		return t
 	}
 	return nil
@@ -271,7 +255,7 @@ func (rd *Reader) Timers(queue, after string, limit int) (rows []*command.TimerR
 			return rows, true
 		}
 		t := &command.TimerRecord{}
-		mustUnmarshal(v, t)
+		command.MustDecodeRecord(v, t)
 		rows = append(rows, t)
 	}
 	return rows, false

@@ -181,38 +181,12 @@ func measureQueen(ctx context.Context, name, bin string, o *options, stderr io.W
 			return nil, err
 		}
 	}
-	var pids []int
-	for _, n := range qo.cluster.Nodes() {
-		pids = append(pids, n.PID())
-	}
-	f := &figures{name: name}
-	cpu := startCPU(pids)
-	r, err := runPushBatch(ctx, &qo)
+	f, err := measureCore(ctx, name, &qo)
 	if err != nil {
 		return nil, err
 	}
-	f.pushRate, f.pushCPU = r.MsgPerSec, cpuPerMsg(cpu.used(), r.Messages)
-	noteErrors(f, r)
-	if r, err = runPopAck(ctx, &qo); err != nil {
-		return nil, err
-	}
-	f.consumeRate = r.MsgPerSec
-	noteErrors(f, r)
-	if r, err = runLatency(ctx, &qo); err != nil {
-		return nil, err
-	}
-	l := r.Latency["push"]
-	f.syncP50, f.syncP99, f.syncRate = l.P50, l.P99, r.MsgPerSec
-	noteErrors(f, r)
-	eo := qo
-	eo.conns = 32
-	if r, err = runExactlyOnce(ctx, &eo); err != nil {
-		return nil, err
-	}
-	l = r.Latency["order"]
-	f.eoRate, f.eoP50, f.eoP99 = r.MsgPerSec, l.P50, l.P99
-	noteErrors(f, r)
-	if r, err = runReads(ctx, &qo); err != nil {
+	r, err := runReads(ctx, &qo)
+	if err != nil {
 		return nil, err
 	}
 	f.readLeader, f.readFollower = r.Latency["leader/loaded"].P50, r.Latency["follower/loaded"].P50
@@ -242,26 +216,32 @@ func measureQueenOne(ctx context.Context, name, bin string, o *options, stderr i
 	if err := nodeproc.WaitHealthyURL(ctx, qo.url, 30*time.Second); err != nil {
 		return nil, err
 	}
+	return measureCore(ctx, name, &qo)
+}
+
+// measureCore runs what both shapes measure: batched push (with the nodes'
+// CPU), consume, sync push and exactly-once.
+func measureCore(ctx context.Context, name string, qo *options) (*figures, error) {
 	f := &figures{name: name}
-	cpu := startCPU(nodePIDs(&qo))
-	r, err := runPushBatch(ctx, &qo)
+	cpu := startCPU(nodePIDs(qo))
+	r, err := runPushBatch(ctx, qo)
 	if err != nil {
 		return nil, err
 	}
 	f.pushRate, f.pushCPU = r.MsgPerSec, cpuPerMsg(cpu.used(), r.Messages)
 	noteErrors(f, r)
-	if r, err = runPopAck(ctx, &qo); err != nil {
+	if r, err = runPopAck(ctx, qo); err != nil {
 		return nil, err
 	}
 	f.consumeRate = r.MsgPerSec
 	noteErrors(f, r)
-	if r, err = runLatency(ctx, &qo); err != nil {
+	if r, err = runLatency(ctx, qo); err != nil {
 		return nil, err
 	}
 	l := r.Latency["push"]
 	f.syncP50, f.syncP99, f.syncRate = l.P50, l.P99, r.MsgPerSec
 	noteErrors(f, r)
-	eo := qo
+	eo := *qo
 	eo.conns = 32
 	if r, err = runExactlyOnce(ctx, &eo); err != nil {
 		return nil, err
