@@ -76,11 +76,18 @@ func do[T any](ctx context.Context, p RetryPolicy, call func(context.Context) (T
 // doWait is do for a call that may rightly take wait longer than a send
 // does (a long-poll pop): each attempt's timeout is extended by it.
 func doWait[T any](ctx context.Context, p RetryPolicy, wait time.Duration, call func(context.Context) (T, error)) (T, error) {
+	var last error // the previous attempt's failure
 	for attempt := 1; ; attempt++ {
 		v, err := sendOnce(ctx, p, wait, call)
+		if err != nil && ctx.Err() != nil && last != nil {
+			// The caller's context ended during a retry: what the earlier
+			// attempts were told says more than the cut-off one.
+			return v, last
+		}
 		if err == nil || !p.retries(err) || (p.MaxAttempts > 0 && attempt >= p.MaxAttempts) || ctx.Err() != nil {
 			return v, err
 		}
+		last = err
 		if p.OnRetry != nil {
 			p.OnRetry(err)
 		}
