@@ -40,21 +40,29 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		defer n.parking.leave(w)
 	}
 	empty := func() *command.PopResult { return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup} }
+	// A pop that joins behind a head does not look itself: the head has
+	// looked or been signalled since the last change, and hands over when
+	// it leaves. (A burst of arrivals during a push would otherwise each
+	// find the new message and each propose a pop for it.)
+	look := w == nil || n.parking.isHead(w)
 	for {
 		if n.raft.State() != raft.Leader {
 			return nil, ErrNotLeader // the caller tries the new leader with the time left
 		}
-		limit := 1
-		if w != nil {
-			limit = n.parking.waiting(w)
-		}
 		var ready fsm.PopReadiness
-		if err := n.fsm.Read(func(r *fsm.Reader) error {
-			ready = r.PopReadiness(in, n.Now(), limit)
-			return nil
-		}); err != nil {
-			return nil, err
+		if look {
+			limit := 1
+			if w != nil {
+				limit = n.parking.waiting(w)
+			}
+			if err := n.fsm.Read(func(r *fsm.Reader) error {
+				ready = r.PopReadiness(in, n.Now(), limit)
+				return nil
+			}); err != nil {
+				return nil, err
+			}
 		}
+		look = true
 		if ready.Ready {
 			if w != nil && ready.Partitions > 1 {
 				n.parking.more(w, ready.Partitions-1) // enough to take the rest
