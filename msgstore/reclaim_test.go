@@ -68,7 +68,7 @@ func TestDropBeforeRemovesWholeSegmentsOnly(t *testing.T) {
 	appendAll(t, s, pidA, 101, 105)
 	checkMessages(t, s, pidA, 101, 105)
 
-	// The same drops happen after a restart, from what is on disk.
+	// A restart reads the same partition from what is on disk.
 	s2 := mustOpen(t, s.Dir(), Options{SegmentBytes: 300})
 	checkMessages(t, s2, pidA, 101, 105)
 }

@@ -66,13 +66,27 @@ func do(ctx context.Context, hc *http.Client, method, url string, body []byte) (
 
 // Health reads GET /health, whatever its status.
 func (n *Node) Health(ctx context.Context) (Health, error) {
+	h, err := health(ctx, n.hc, n.URL())
+	if err != nil {
+		return h, fmt.Errorf("%s %w", n.spec.ID, err)
+	}
+	return h, nil
+}
+
+// HealthURL reads baseURL/health, whatever its status: for a node that
+// nodeproc did not start.
+func HealthURL(ctx context.Context, baseURL string) (Health, error) {
+	return health(ctx, http.DefaultClient, strings.TrimRight(baseURL, "/"))
+}
+
+func health(ctx context.Context, hc *http.Client, base string) (Health, error) {
 	var h Health
-	_, b, err := n.Do(ctx, http.MethodGet, "/health", nil)
+	_, b, err := do(ctx, hc, http.MethodGet, base+"/health", nil)
 	if err == nil {
 		err = json.Unmarshal(b, &h)
 	}
 	if err != nil {
-		return h, fmt.Errorf("%s /health: %w", n.spec.ID, err)
+		return h, fmt.Errorf("/health: %w", err)
 	}
 	return h, nil
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // runReads answers: what does one linearizable read cost through the
@@ -17,7 +18,7 @@ import (
 // half while 4 producers push single messages through every node (writes
 // keep committing, as in the seed's pattern).
 func runReads(ctx context.Context, o *options) (*result, error) {
-	leader, followers, err := roles(ctx, o.urls, o.timeout)
+	leader, followers, err := roles(ctx, o.urls)
 	if err != nil {
 		return nil, err
 	}
@@ -126,21 +127,12 @@ func backgroundPushes(ctx context.Context, o *options, conns int, errs *tally) (
 }
 
 // roles asks every node's /health which of them leads.
-func roles(ctx context.Context, urls []string, timeout time.Duration) (leader string, followers []string, err error) {
+func roles(ctx context.Context, urls []string) (leader string, followers []string, err error) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		leader, followers = "", nil
 		for _, u := range urls {
-			c := newClient(u, 1, timeout)
-			var buf bytes.Buffer
-			status, _, err := c.do(ctx, http.MethodGet, "/health", nil, &buf)
-			c.close()
-			var h struct {
-				Raft struct {
-					Role string `json:"role"`
-				} `json:"raft"`
-			}
-			if err == nil && status == http.StatusOK && json.Unmarshal(buf.Bytes(), &h) == nil && h.Raft.Role == "leader" {
+			if h, err := nodeproc.HealthURL(ctx, u); err == nil && h.Raft.Role == "leader" {
 				leader = u
 			} else {
 				followers = append(followers, u)
