@@ -1,6 +1,7 @@
 package nodeproc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -386,11 +387,34 @@ func (n *Node) stopCont(pause bool) error {
 	if err := cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("nodeproc: %s %s: %w", sig, n.spec.ID, err)
 	}
+	waitStopped(cmd.Process.Pid, pause)
 	n.mu.Lock()
 	n.paused = pause
 	n.mu.Unlock()
 	n.logf("%s %s", what, n.spec.ID)
 	return nil
+}
+
+// waitStopped waits (up to a second) until the kernel shows the process
+// stopped, or no longer stopped: a signal is delivered asynchronously, and
+// a "paused" node must not answer one more request.
+func waitStopped(pid int, stopped bool) {
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // not Linux, or gone
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return
+		}
+		if st := b[i+2]; (st == 'T' || st == 't') == stopped {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Running reports whether the process was started and has not exited (a
