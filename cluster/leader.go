@@ -86,6 +86,7 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 			return
 		case <-tick.C:
 			n.sweep(stop)
+			n.retain(stop)
 		case <-membership.C:
 			n.reconcile()
 		case <-timers.C:
@@ -129,6 +130,44 @@ func (n *Node) fireTimers(stop chan struct{}) {
 		if !f.More {
 			return
 		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+// retain runs one retention pass (spec §5.9) when the state has something
+// past a queue's retention: Retain entries over every partition in key
+// order, each going on where the last one stopped. What goes is decided in
+// apply, by each entry's time.
+func (n *Node) retain(stop chan struct{}) {
+	idle := n.cfg.PartitionIdle.Microseconds()
+	due := false
+	_ = n.fsm.Read(func(r *fsm.Reader) error { due = r.RetainDue(n.clock.read(), idle); return nil })
+	if !due {
+		return
+	}
+	var after []byte
+	for i := 0; i < 10000; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_Retain{Retain: &command.Retain{
+			After: after, Limit: n.cfg.SweepLimit, PartitionIdleUs: idle}}})
+		cancel()
+		if err != nil {
+			n.log.Warn("retention step failed; the next interval starts again", "err", err)
+			return
+		}
+		r, ok := res.(*command.RetainResult)
+		if !ok {
+			return
+		}
+		n.m.countRetained(r)
+		if len(r.Next) == 0 {
+			return
+		}
+		after = r.Next
 		select {
 		case <-stop:
 			return

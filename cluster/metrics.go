@@ -4,6 +4,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
 )
 
@@ -12,6 +13,22 @@ type metrics struct {
 	applyErrors   *prometheus.CounterVec
 	timersFired   *prometheus.CounterVec
 	timerLateness prometheus.Histogram
+	retained      *prometheus.CounterVec
+}
+
+// countRetained counts what a Retain entry this node proposed removed.
+func (m *metrics) countRetained(r *command.RetainResult) {
+	for _, q := range r.Queues {
+		for _, c := range []struct {
+			reason string
+			n      uint64
+		}{{"retention", q.Retention}, {"completed", q.Completed}, {"max_wait", q.Evicted}, {"max_wait_removed", q.ExpiredWith},
+			{"dead_letters", q.DeadLetters}, {"skipped", q.Skipped}, {"partitions", q.Partitions}} {
+			if c.n > 0 {
+				m.retained.WithLabelValues(q.Queue, c.reason).Add(float64(c.n))
+			}
+		}
+	}
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
@@ -35,10 +52,16 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 		Help:    "Fire time minus due time of fired timers.",
 		Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14),
 	})
+	m.retained = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "queen", Subsystem: "retention", Name: "removed_total",
+		Help: "What this node's retention passes removed while leading, by queue and reason: retention, completed, " +
+			"max_wait (unconsumed messages a group skipped), max_wait_removed (messages the max wait removed from the store), dead_letters, skipped (messages groups " +
+			"had not consumed when retention removed them), partitions (empty idle partitions).",
+	}, []string{"queue", "reason"})
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.timersFired, m.timerLateness)
+	reg.MustRegister(m.timersFired, m.timerLateness, m.retained)
 	gauge := func(name, help string, fn func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Subsystem: "raft", Name: name, Help: help}, fn)
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	ApplyTimeout  time.Duration // longest wait for one apply; default 10s
 	SweepInterval time.Duration // leader's sweep period; default 2s
 	SweepLimit    uint32        // work per sweep entry; default 1000
+	// PartitionIdle removes a partition that has held no message for this
+	// long (spec §5.9); 0 = never.
+	PartitionIdle time.Duration
 	TimerTick     time.Duration // how often the leader looks for due timers; default 50ms
 	NoSync        bool          // skip fsync of the FSM file (throwaway tests only)
 	// BootID overrides the boot id the state file's session records (fault

@@ -242,7 +242,7 @@ func (x KVOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVOp_Kind.Descriptor instead.
 func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{16, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type Command struct {
@@ -276,6 +276,7 @@ type Command struct {
 	//	*Command_IdempotencyRecord
 	//	*Command_Timers
 	//	*Command_FireTimers
+	//	*Command_Retain
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -472,6 +473,15 @@ func (x *Command) GetFireTimers() *FireTimers {
 	return nil
 }
 
+func (x *Command) GetRetain() *Retain {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Retain); ok {
+			return x.Retain
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -532,6 +542,10 @@ type Command_FireTimers struct {
 	FireTimers *FireTimers `protobuf:"bytes,23,opt,name=fire_timers,json=fireTimers,proto3,oneof"`
 }
 
+type Command_Retain struct {
+	Retain *Retain `protobuf:"bytes,24,opt,name=retain,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -559,6 +573,8 @@ func (*Command_IdempotencyRecord) isCommand_Body() {}
 func (*Command_Timers) isCommand_Body() {}
 
 func (*Command_FireTimers) isCommand_Body() {}
+
+func (*Command_Retain) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1612,6 +1628,72 @@ func (x *Sweep) GetLimit() uint32 {
 }
 
 // KV (spec §4.7).
+// Retain applies the queues' retention and eviction options (spec §5.9) and
+// cleans up partitions left empty and idle, by entry time: a partition at a
+// time in key order, starting after `after`, at most limit partitions. The
+// leader proposes it every retention interval and again while `more`; what
+// it removes is decided here, in apply, so every replica removes the same.
+type Retain struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	After           []byte                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`                                               // bucket key of the last partition done; empty = from the start
+	Limit           uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                                              // partitions looked at by this entry
+	PartitionIdleUs int64                  `protobuf:"varint,3,opt,name=partition_idle_us,json=partitionIdleUs,proto3" json:"partition_idle_us,omitempty"` // an empty partition idle this long is removed; 0 = never
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Retain) Reset() {
+	*x = Retain{}
+	mi := &file_command_commands_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retain) ProtoMessage() {}
+
+func (x *Retain) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retain.ProtoReflect.Descriptor instead.
+func (*Retain) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Retain) GetAfter() []byte {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *Retain) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Retain) GetPartitionIdleUs() int64 {
+	if x != nil {
+		return x.PartitionIdleUs
+	}
+	return 0
+}
+
+// KV (spec §4.7).
 type KVOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          KVOp_Kind              `protobuf:"varint,1,opt,name=kind,proto3,enum=queen.command.v1.KVOp_Kind" json:"kind,omitempty"`
@@ -1639,7 +1721,7 @@ type KVOp struct {
 
 func (x *KVOp) Reset() {
 	*x = KVOp{}
-	mi := &file_command_commands_proto_msgTypes[16]
+	mi := &file_command_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1733,7 @@ func (x *KVOp) String() string {
 func (*KVOp) ProtoMessage() {}
 
 func (x *KVOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[16]
+	mi := &file_command_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1746,7 @@ func (x *KVOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVOp.ProtoReflect.Descriptor instead.
 func (*KVOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{16}
+	return file_command_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVOp) GetKind() KVOp_Kind {
@@ -1810,7 +1892,7 @@ type KVBatch struct {
 
 func (x *KVBatch) Reset() {
 	*x = KVBatch{}
-	mi := &file_command_commands_proto_msgTypes[17]
+	mi := &file_command_commands_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1904,7 @@ func (x *KVBatch) String() string {
 func (*KVBatch) ProtoMessage() {}
 
 func (x *KVBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[17]
+	mi := &file_command_commands_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1917,7 @@ func (x *KVBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatch.ProtoReflect.Descriptor instead.
 func (*KVBatch) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{17}
+	return file_command_commands_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVBatch) GetOps() []*KVOp {
@@ -1867,7 +1949,7 @@ type SetSwitches struct {
 
 func (x *SetSwitches) Reset() {
 	*x = SetSwitches{}
-	mi := &file_command_commands_proto_msgTypes[18]
+	mi := &file_command_commands_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +1961,7 @@ func (x *SetSwitches) String() string {
 func (*SetSwitches) ProtoMessage() {}
 
 func (x *SetSwitches) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[18]
+	mi := &file_command_commands_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +1974,7 @@ func (x *SetSwitches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSwitches.ProtoReflect.Descriptor instead.
 func (*SetSwitches) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{18}
+	return file_command_commands_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetSwitches) GetPushMaintenance() bool {
@@ -1941,7 +2023,7 @@ type Idempotency struct {
 
 func (x *Idempotency) Reset() {
 	*x = Idempotency{}
-	mi := &file_command_commands_proto_msgTypes[19]
+	mi := &file_command_commands_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2035,7 @@ func (x *Idempotency) String() string {
 func (*Idempotency) ProtoMessage() {}
 
 func (x *Idempotency) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[19]
+	mi := &file_command_commands_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2048,7 @@ func (x *Idempotency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Idempotency.ProtoReflect.Descriptor instead.
 func (*Idempotency) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{19}
+	return file_command_commands_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Idempotency) GetKey() string {
@@ -2002,7 +2084,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_command_commands_proto_msgTypes[20]
+	mi := &file_command_commands_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2096,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[20]
+	mi := &file_command_commands_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2109,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{20}
+	return file_command_commands_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *IdempotencyRecord) GetRefusal() *Refusal {
@@ -2041,7 +2123,7 @@ var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xce\a\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x82\b\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -2062,7 +2144,8 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x12idempotency_record\x18\x15 \x01(\v2#.queen.command.v1.IdempotencyRecordH\x00R\x11idempotencyRecord\x126\n" +
 	"\x06timers\x18\x16 \x01(\v2\x1c.queen.command.v1.TimerBatchH\x00R\x06timers\x12?\n" +
 	"\vfire_timers\x18\x17 \x01(\v2\x1c.queen.command.v1.FireTimersH\x00R\n" +
-	"fireTimersB\x06\n" +
+	"fireTimers\x122\n" +
+	"\x06retain\x18\x18 \x01(\v2\x18.queen.command.v1.RetainH\x00R\x06retainB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -2156,7 +2239,11 @@ const file_command_commands_proto_rawDesc = "" +
 	"\vDeleteQueue\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x1d\n" +
 	"\x05Sweep\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\rR\x05limit\"\xd3\x04\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"`\n" +
+	"\x06Retain\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\fR\x05after\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12*\n" +
+	"\x11partition_idle_us\x18\x03 \x01(\x03R\x0fpartitionIdleUs\"\xd3\x04\n" +
 	"\x04KVOp\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.queen.command.v1.KVOp.KindR\x04kind\x12\x0e\n" +
 	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x10\n" +
@@ -2234,7 +2321,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -2256,16 +2343,17 @@ var file_command_commands_proto_goTypes = []any{
 	(*Configure)(nil),         // 17: queen.command.v1.Configure
 	(*DeleteQueue)(nil),       // 18: queen.command.v1.DeleteQueue
 	(*Sweep)(nil),             // 19: queen.command.v1.Sweep
-	(*KVOp)(nil),              // 20: queen.command.v1.KVOp
-	(*KVBatch)(nil),           // 21: queen.command.v1.KVBatch
-	(*SetSwitches)(nil),       // 22: queen.command.v1.SetSwitches
-	(*Idempotency)(nil),       // 23: queen.command.v1.Idempotency
-	(*IdempotencyRecord)(nil), // 24: queen.command.v1.IdempotencyRecord
-	(*QueueOptions)(nil),      // 25: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 26: queen.command.v1.Refusal
+	(*Retain)(nil),            // 20: queen.command.v1.Retain
+	(*KVOp)(nil),              // 21: queen.command.v1.KVOp
+	(*KVBatch)(nil),           // 22: queen.command.v1.KVBatch
+	(*SetSwitches)(nil),       // 23: queen.command.v1.SetSwitches
+	(*Idempotency)(nil),       // 24: queen.command.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 25: queen.command.v1.IdempotencyRecord
+	(*QueueOptions)(nil),      // 26: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 27: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
-	23, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
+	24, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
 	5,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
 	7,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
 	8,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
@@ -2275,31 +2363,32 @@ var file_command_commands_proto_depIdxs = []int32{
 	17, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
 	18, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
 	19, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
-	21, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
-	22, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
-	24, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
+	22, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
+	23, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
+	25, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
 	14, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
 	15, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
-	6,  // 15: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 16: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 17: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	9,  // 18: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	9,  // 19: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	6,  // 20: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	11, // 21: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	20, // 22: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	13, // 23: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	2,  // 24: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	13, // 25: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	25, // 26: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 27: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	20, // 28: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	26, // 29: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	20, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
+	6,  // 16: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 17: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 18: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	9,  // 19: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	9,  // 20: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	6,  // 21: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	11, // 22: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	21, // 23: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	13, // 24: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	2,  // 25: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	13, // 26: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	26, // 27: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 28: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	21, // 29: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	27, // 30: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -2323,19 +2412,20 @@ func file_command_commands_proto_init() {
 		(*Command_IdempotencyRecord)(nil),
 		(*Command_Timers)(nil),
 		(*Command_FireTimers)(nil),
+		(*Command_Retain)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
 		(*TxnOp_Push)(nil),
 	}
-	file_command_commands_proto_msgTypes[18].OneofWrappers = []any{}
+	file_command_commands_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

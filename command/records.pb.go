@@ -93,9 +93,13 @@ type QueueOptions struct {
 	DeadLetterQueue           *bool                  `protobuf:"varint,13,opt,name=dead_letter_queue,json=deadLetterQueue,proto3,oneof" json:"dead_letter_queue,omitempty"`
 	DlqAfterMaxRetries        *bool                  `protobuf:"varint,14,opt,name=dlq_after_max_retries,json=dlqAfterMaxRetries,proto3,oneof" json:"dlq_after_max_retries,omitempty"`
 	EncryptionEnabled         *bool                  `protobuf:"varint,15,opt,name=encryption_enabled,json=encryptionEnabled,proto3,oneof" json:"encryption_enabled,omitempty"`
-	DedupWindowSeconds        *int64                 `protobuf:"varint,16,opt,name=dedup_window_seconds,json=dedupWindowSeconds,proto3,oneof" json:"dedup_window_seconds,omitempty"` // reserved for the 2.x dedup window
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// The 2.x dedup window (addendum §4.6): a push whose transactionId a
+	// message of the partition created within this many seconds carries is a
+	// duplicate; 0 = no dedup. Unset (records written before it existed)
+	// means the default, 3600.
+	DedupWindowSeconds *int64 `protobuf:"varint,17,opt,name=dedup_window_seconds,json=dedupWindowSeconds,proto3,oneof" json:"dedup_window_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *QueueOptions) Reset() {
@@ -622,7 +626,10 @@ type CursorRecord struct {
 	// The last few leases released here, newest last: a retried ack under a
 	// lease that already completed its run is answered as the no-op it is,
 	// while an ack under any other stale lease is refused.
-	RecentLeases  []string `protobuf:"bytes,5,rep,name=recent_leases,json=recentLeases,proto3" json:"recent_leases,omitempty"`
+	RecentLeases []string `protobuf:"bytes,5,rep,name=recent_leases,json=recentLeases,proto3" json:"recent_leases,omitempty"`
+	// Messages retention removed before the group consumed them (spec §5.9):
+	// the group went on from the oldest message still there.
+	Skipped       uint64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -690,6 +697,13 @@ func (x *CursorRecord) GetRecentLeases() []string {
 		return x.RecentLeases
 	}
 	return nil
+}
+
+func (x *CursorRecord) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
 }
 
 // GroupRecord is the subscription of a consumer group to a queue (spec §5.7)
@@ -1310,7 +1324,7 @@ var File_command_records_proto protoreflect.FileDescriptor
 
 const file_command_records_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/records.proto\x12\x10queen.command.v1\"\xa9\b\n" +
+	"\x15command/records.proto\x12\x10queen.command.v1\"\xaf\b\n" +
 	"\fQueueOptions\x12\"\n" +
 	"\n" +
 	"lease_time\x18\x01 \x01(\x03H\x00R\tleaseTime\x88\x01\x01\x12$\n" +
@@ -1332,7 +1346,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\x11dead_letter_queue\x18\r \x01(\bH\fR\x0fdeadLetterQueue\x88\x01\x01\x126\n" +
 	"\x15dlq_after_max_retries\x18\x0e \x01(\bH\rR\x12dlqAfterMaxRetries\x88\x01\x01\x122\n" +
 	"\x12encryption_enabled\x18\x0f \x01(\bH\x0eR\x11encryptionEnabled\x88\x01\x01\x125\n" +
-	"\x14dedup_window_seconds\x18\x10 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01B\r\n" +
+	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01B\r\n" +
 	"\v_lease_timeB\x0e\n" +
 	"\f_retry_limitB\x0e\n" +
 	"\f_retry_delayB\v\n" +
@@ -1348,7 +1362,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\x12_dead_letter_queueB\x18\n" +
 	"\x16_dlq_after_max_retriesB\x15\n" +
 	"\x13_encryption_enabledB\x17\n" +
-	"\x15_dedup_window_seconds\"\xf3\x01\n" +
+	"\x15_dedup_window_secondsJ\x04\b\x10\x10\x11\"\xf3\x01\n" +
 	"\vQueueRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1385,14 +1399,15 @@ const file_command_records_proto_rawDesc = "" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x14\n" +
 	"\x05acked\x18\x05 \x03(\x04R\x05acked\x12\x1d\n" +
 	"\n" +
-	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xc9\x01\n" +
+	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xe3\x01\n" +
 	"\fCursorRecord\x12\x1a\n" +
 	"\bconsumed\x18\x01 \x01(\x04R\bconsumed\x12\x1f\n" +
 	"\vretry_count\x18\x02 \x01(\rR\n" +
 	"retryCount\x12(\n" +
 	"\x10retry_visible_us\x18\x03 \x01(\x03R\x0eretryVisibleUs\x12-\n" +
 	"\x05lease\x18\x04 \x01(\v2\x17.queen.command.v1.LeaseR\x05lease\x12#\n" +
-	"\rrecent_leases\x18\x05 \x03(\tR\frecentLeases\"\xb3\x01\n" +
+	"\rrecent_leases\x18\x05 \x03(\tR\frecentLeases\x12\x18\n" +
+	"\askipped\x18\x06 \x01(\x04R\askipped\"\xb3\x01\n" +
 	"\vGroupRecord\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".queen.command.v1.GroupRecord.ModeR\x04mode\x12\x17\n" +
 	"\afrom_us\x18\x02 \x01(\x03R\x06fromUs\x12\x1d\n" +

@@ -298,7 +298,7 @@ func (x KVResult_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVResult_Reason.Descriptor instead.
 func (KVResult_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{16, 0}
+	return file_command_results_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type PushItemResult struct {
@@ -1493,6 +1493,159 @@ func (x *SweepResult) GetMore() bool {
 	return false
 }
 
+// RetainResult is what one Retain entry removed, per queue.
+type RetainResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queues        []*RetainCount         `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	Next          []byte                 `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"` // pass as Retain.after; empty = the pass is complete
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetainResult) Reset() {
+	*x = RetainResult{}
+	mi := &file_command_results_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetainResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetainResult) ProtoMessage() {}
+
+func (x *RetainResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetainResult.ProtoReflect.Descriptor instead.
+func (*RetainResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RetainResult) GetQueues() []*RetainCount {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *RetainResult) GetNext() []byte {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+type RetainCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Retention     uint64                 `protobuf:"varint,2,opt,name=retention,proto3" json:"retention,omitempty"`                        // messages older than retentionSeconds
+	Completed     uint64                 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`                        // consumed by every group and older than completedRetentionSeconds
+	Evicted       uint64                 `protobuf:"varint,4,opt,name=evicted,proto3" json:"evicted,omitempty"`                            // unconsumed messages groups skipped after maxWaitTimeSeconds (per group)
+	ExpiredWith   uint64                 `protobuf:"varint,5,opt,name=expired_with,json=expiredWith,proto3" json:"expired_with,omitempty"` // messages maxWaitTimeSeconds removed from the store (evicted or consumed)
+	DeadLetters   uint64                 `protobuf:"varint,6,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"` // dead letters older than the retention
+	Skipped       uint64                 `protobuf:"varint,7,opt,name=skipped,proto3" json:"skipped,omitempty"`                            // messages groups had not consumed when retention removed them (per group)
+	Partitions    uint64                 `protobuf:"varint,8,opt,name=partitions,proto3" json:"partitions,omitempty"`                      // empty idle partitions removed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetainCount) Reset() {
+	*x = RetainCount{}
+	mi := &file_command_results_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetainCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetainCount) ProtoMessage() {}
+
+func (x *RetainCount) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetainCount.ProtoReflect.Descriptor instead.
+func (*RetainCount) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RetainCount) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *RetainCount) GetRetention() uint64 {
+	if x != nil {
+		return x.Retention
+	}
+	return 0
+}
+
+func (x *RetainCount) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *RetainCount) GetEvicted() uint64 {
+	if x != nil {
+		return x.Evicted
+	}
+	return 0
+}
+
+func (x *RetainCount) GetExpiredWith() uint64 {
+	if x != nil {
+		return x.ExpiredWith
+	}
+	return 0
+}
+
+func (x *RetainCount) GetDeadLetters() uint64 {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *RetainCount) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *RetainCount) GetPartitions() uint64 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
 type KVRow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1507,7 +1660,7 @@ type KVRow struct {
 
 func (x *KVRow) Reset() {
 	*x = KVRow{}
-	mi := &file_command_results_proto_msgTypes[15]
+	mi := &file_command_results_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1672,7 @@ func (x *KVRow) String() string {
 func (*KVRow) ProtoMessage() {}
 
 func (x *KVRow) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[15]
+	mi := &file_command_results_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1685,7 @@ func (x *KVRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVRow.ProtoReflect.Descriptor instead.
 func (*KVRow) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{15}
+	return file_command_results_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVRow) GetKey() string {
@@ -1599,7 +1752,7 @@ type KVResult struct {
 
 func (x *KVResult) Reset() {
 	*x = KVResult{}
-	mi := &file_command_results_proto_msgTypes[16]
+	mi := &file_command_results_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1764,7 @@ func (x *KVResult) String() string {
 func (*KVResult) ProtoMessage() {}
 
 func (x *KVResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[16]
+	mi := &file_command_results_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1777,7 @@ func (x *KVResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVResult.ProtoReflect.Descriptor instead.
 func (*KVResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{16}
+	return file_command_results_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVResult) GetKind() KVOp_Kind {
@@ -1737,7 +1890,7 @@ type KVBatchResult struct {
 
 func (x *KVBatchResult) Reset() {
 	*x = KVBatchResult{}
-	mi := &file_command_results_proto_msgTypes[17]
+	mi := &file_command_results_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1902,7 @@ func (x *KVBatchResult) String() string {
 func (*KVBatchResult) ProtoMessage() {}
 
 func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[17]
+	mi := &file_command_results_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1915,7 @@ func (x *KVBatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatchResult.ProtoReflect.Descriptor instead.
 func (*KVBatchResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{17}
+	return file_command_results_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KVBatchResult) GetOk() bool {
@@ -1806,7 +1959,7 @@ type SwitchesResult struct {
 
 func (x *SwitchesResult) Reset() {
 	*x = SwitchesResult{}
-	mi := &file_command_results_proto_msgTypes[18]
+	mi := &file_command_results_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1971,7 @@ func (x *SwitchesResult) String() string {
 func (*SwitchesResult) ProtoMessage() {}
 
 func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[18]
+	mi := &file_command_results_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1984,7 @@ func (x *SwitchesResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchesResult.ProtoReflect.Descriptor instead.
 func (*SwitchesResult) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{18}
+	return file_command_results_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SwitchesResult) GetPushMaintenance() bool {
@@ -1880,7 +2033,7 @@ type Replay struct {
 
 func (x *Replay) Reset() {
 	*x = Replay{}
-	mi := &file_command_results_proto_msgTypes[19]
+	mi := &file_command_results_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2045,7 @@ func (x *Replay) String() string {
 func (*Replay) ProtoMessage() {}
 
 func (x *Replay) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[19]
+	mi := &file_command_results_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2058,7 @@ func (x *Replay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replay.ProtoReflect.Descriptor instead.
 func (*Replay) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{19}
+	return file_command_results_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Replay) GetOutcome() *StoredOutcome {
@@ -1937,6 +2090,7 @@ type Response struct {
 	//	*Response_Refusal
 	//	*Response_Timers
 	//	*Response_Fire
+	//	*Response_Retain
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1945,7 +2099,7 @@ type Response struct {
 
 func (x *Response) Reset() {
 	*x = Response{}
-	mi := &file_command_results_proto_msgTypes[20]
+	mi := &file_command_results_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2111,7 @@ func (x *Response) String() string {
 func (*Response) ProtoMessage() {}
 
 func (x *Response) ProtoReflect() protoreflect.Message {
-	mi := &file_command_results_proto_msgTypes[20]
+	mi := &file_command_results_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2124,7 @@ func (x *Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Response.ProtoReflect.Descriptor instead.
 func (*Response) Descriptor() ([]byte, []int) {
-	return file_command_results_proto_rawDescGZIP(), []int{20}
+	return file_command_results_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Response) GetIndex() uint64 {
@@ -2113,6 +2267,15 @@ func (x *Response) GetFire() *FireResult {
 	return nil
 }
 
+func (x *Response) GetRetain() *RetainResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Retain); ok {
+			return x.Retain
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2180,6 +2343,10 @@ type Response_Fire struct {
 	Fire *FireResult `protobuf:"bytes,23,opt,name=fire,proto3,oneof"`
 }
 
+type Response_Retain struct {
+	Retain *RetainResult `protobuf:"bytes,25,opt,name=retain,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2207,6 +2374,8 @@ func (*Response_Refusal) isResponse_Result() {}
 func (*Response_Timers) isResponse_Result() {}
 
 func (*Response_Fire) isResponse_Result() {}
+
+func (*Response_Retain) isResponse_Result() {}
 
 var File_command_results_proto protoreflect.FileDescriptor
 
@@ -2336,7 +2505,21 @@ const file_command_results_proto_rawDesc = "" +
 	"\x02kv\x18\x02 \x01(\rR\x02kv\x12\x1a\n" +
 	"\bmessages\x18\x03 \x01(\rR\bmessages\x12 \n" +
 	"\vidempotency\x18\x04 \x01(\rR\vidempotency\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"\xa6\x01\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\"Y\n" +
+	"\fRetainResult\x125\n" +
+	"\x06queues\x18\x01 \x03(\v2\x1d.queen.command.v1.RetainCountR\x06queues\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\fR\x04next\"\xf9\x01\n" +
+	"\vRetainCount\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tretention\x18\x02 \x01(\x04R\tretention\x12\x1c\n" +
+	"\tcompleted\x18\x03 \x01(\x04R\tcompleted\x12\x18\n" +
+	"\aevicted\x18\x04 \x01(\x04R\aevicted\x12!\n" +
+	"\fexpired_with\x18\x05 \x01(\x04R\vexpiredWith\x12!\n" +
+	"\fdead_letters\x18\x06 \x01(\x04R\vdeadLetters\x12\x18\n" +
+	"\askipped\x18\a \x01(\x04R\askipped\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\b \x01(\x04R\n" +
+	"partitions\"\xa6\x01\n" +
 	"\x05KVRow\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
@@ -2388,7 +2571,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x17timers_schedule_enabled\x18\x04 \x01(\bR\x15timersScheduleEnabled\x12.\n" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xf6\x06\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xb0\a\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -2405,7 +2588,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\x06replay\x18\x15 \x01(\v2\x18.queen.command.v1.ReplayH\x00R\x06replay\x125\n" +
 	"\arefusal\x18\x18 \x01(\v2\x19.queen.command.v1.RefusalH\x00R\arefusal\x12<\n" +
 	"\x06timers\x18\x16 \x01(\v2\".queen.command.v1.TimerBatchResultH\x00R\x06timers\x122\n" +
-	"\x04fire\x18\x17 \x01(\v2\x1c.queen.command.v1.FireResultH\x00R\x04fire\x12%\n" +
+	"\x04fire\x18\x17 \x01(\v2\x1c.queen.command.v1.FireResultH\x00R\x04fire\x128\n" +
+	"\x06retain\x18\x19 \x01(\v2\x1e.queen.command.v1.RetainResultH\x00R\x06retain\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result*n\n" +
 	"\x06Reason\x12\b\n" +
@@ -2429,7 +2613,7 @@ func file_command_results_proto_rawDescGZIP() []byte {
 }
 
 var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_command_results_proto_goTypes = []any{
 	(Reason)(0),                // 0: queen.command.v1.Reason
 	(PushItemResult_Status)(0), // 1: queen.command.v1.PushItemResult.Status
@@ -2451,59 +2635,63 @@ var file_command_results_proto_goTypes = []any{
 	(*ConfigureResult)(nil),    // 17: queen.command.v1.ConfigureResult
 	(*DeleteQueueResult)(nil),  // 18: queen.command.v1.DeleteQueueResult
 	(*SweepResult)(nil),        // 19: queen.command.v1.SweepResult
-	(*KVRow)(nil),              // 20: queen.command.v1.KVRow
-	(*KVResult)(nil),           // 21: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),      // 22: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),     // 23: queen.command.v1.SwitchesResult
-	(*Replay)(nil),             // 24: queen.command.v1.Replay
-	(*Response)(nil),           // 25: queen.command.v1.Response
-	(*MessageRecord)(nil),      // 26: queen.command.v1.MessageRecord
-	(*QueueOptions)(nil),       // 27: queen.command.v1.QueueOptions
-	(KVOp_Kind)(0),             // 28: queen.command.v1.KVOp.Kind
-	(*StoredOutcome)(nil),      // 29: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),            // 30: queen.command.v1.Refusal
+	(*RetainResult)(nil),       // 20: queen.command.v1.RetainResult
+	(*RetainCount)(nil),        // 21: queen.command.v1.RetainCount
+	(*KVRow)(nil),              // 22: queen.command.v1.KVRow
+	(*KVResult)(nil),           // 23: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),      // 24: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),     // 25: queen.command.v1.SwitchesResult
+	(*Replay)(nil),             // 26: queen.command.v1.Replay
+	(*Response)(nil),           // 27: queen.command.v1.Response
+	(*MessageRecord)(nil),      // 28: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),       // 29: queen.command.v1.QueueOptions
+	(KVOp_Kind)(0),             // 30: queen.command.v1.KVOp.Kind
+	(*StoredOutcome)(nil),      // 31: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),            // 32: queen.command.v1.Refusal
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
 	5,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
 	7,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	26, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	28, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
 	9,  // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
 	11, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
 	0,  // 7: queen.command.v1.TimerBatchResult.reason:type_name -> queen.command.v1.Reason
 	3,  // 8: queen.command.v1.TxnItemResult.type:type_name -> queen.command.v1.TxnItemResult.Type
-	21, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
+	23, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
 	11, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
 	14, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
-	21, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	27, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
-	28, // 15: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
-	4,  // 16: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
-	20, // 17: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
-	21, // 18: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
-	0,  // 19: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
-	29, // 20: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
-	6,  // 21: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
-	8,  // 22: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
-	10, // 23: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
-	15, // 24: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
-	16, // 25: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
-	17, // 26: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
-	18, // 27: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
-	19, // 28: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
-	22, // 29: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
-	23, // 30: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
-	24, // 31: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
-	30, // 32: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
-	12, // 33: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
-	13, // 34: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	23, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
+	29, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
+	21, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
+	30, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
+	4,  // 17: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
+	22, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
+	23, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
+	0,  // 20: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
+	31, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
+	6,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
+	8,  // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
+	10, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
+	15, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
+	16, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
+	17, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
+	18, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
+	19, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
+	24, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
+	25, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
+	26, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
+	32, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
+	12, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
+	13, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
+	20, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -2513,7 +2701,7 @@ func file_command_results_proto_init() {
 	}
 	file_command_records_proto_init()
 	file_command_commands_proto_init()
-	file_command_results_proto_msgTypes[20].OneofWrappers = []any{
+	file_command_results_proto_msgTypes[22].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
 		(*Response_Ack)(nil),
@@ -2528,6 +2716,7 @@ func file_command_results_proto_init() {
 		(*Response_Refusal)(nil),
 		(*Response_Timers)(nil),
 		(*Response_Fire)(nil),
+		(*Response_Retain)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2535,7 +2724,7 @@ func file_command_results_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -49,6 +49,7 @@ func init() {
 	register(&command.Command_Configure{}, "configure", applyConfigure)
 	register(&command.Command_DeleteQueue{}, "delete_queue", applyDeleteQueue)
 	register(&command.Command_Sweep{}, "sweep", applySweep)
+	register(&command.Command_Retain{}, "retain", applyRetain)
 	register(&command.Command_Kv{}, "kv", applyKV)
 	register(&command.Command_IdempotencyRecord{}, "idempotency_record", applyIdempotencyRecord)
 	register(&command.Command_SetSwitches{}, "set_switches", applySetSwitches)

@@ -63,6 +63,12 @@ func applySweep(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	return res, true
 }
 
+// applyRetain is one step of a retention pass (spec §5.9): the queue
+// domain decides, by entry time, what each partition gives up.
+func applyRetain(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.Retain(cmd.GetRetain()), true
+}
+
 // applyTimerBatch is POST /api/v1/timers: independent ops, one entry. While
 // the operator has scheduling switched off, a call with any schedule is
 // refused whole (never half applied).

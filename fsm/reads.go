@@ -96,6 +96,10 @@ func (rd *Reader) SweepDue(now int64) bool {
 	return queue.GraveyardDue(rd.r) || kvstore.HasDue(rd.r, now) || idempotency.Due(rd.r, now) || leases.Due(rd.r, now)
 }
 
+// RetainDue reports whether a retention pass would remove anything at now
+// (idleUs: how long an empty partition may sit before it is removed).
+func (rd *Reader) RetainDue(now, idleUs int64) bool { return queue.RetainDue(rd.Reader, now, idleUs) }
+
 // Timer returns a pending timer, or nil.
 func (rd *Reader) Timer(queue, key string) *command.TimerRecord { return rd.timers.Timer(queue, key) }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -93,6 +94,6 @@ func optionsOut(o *command.QueueOptions) map[string]any {
 		"delayedProcessing": o.GetDelayedProcessing(), "windowBuffer": o.GetWindowBuffer(),
 		"retentionSeconds": o.GetRetentionSeconds(), "completedRetentionSeconds": o.GetCompletedRetentionSeconds(),
 		"retentionEnabled": o.GetRetentionEnabled(), "encryptionEnabled": o.GetEncryptionEnabled(),
-		"maxWaitTimeSeconds": o.GetMaxWaitTimeSeconds(),
+		"maxWaitTimeSeconds": o.GetMaxWaitTimeSeconds(), "dedupWindowSeconds": queue.DedupWindowUs(o) / 1e6,
 	}
 }

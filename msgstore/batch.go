@@ -84,6 +84,16 @@ func (b *Batch) noteWrite(g *segment) {
 // partition is never appended to before firstSeq of it is known, so
 // segments wholly below firstSeq are removed with it).
 func (b *Batch) Append(pid []byte, firstSeq, seq uint64, m *Message) error {
+	return b.AppendRolling(pid, firstSeq, seq, m, 0)
+}
+
+// AppendRolling is Append that also starts a new segment when the active
+// one's first record is spanUs or more older than m (0: by size only). A
+// partition whose messages retention removes after a time rolls by time, so
+// that whole files fall behind the retention and go, however slowly the
+// partition fills. The span must be the same on every replica: it comes
+// from the queue's options, which the log sets.
+func (b *Batch) AppendRolling(pid []byte, firstSeq, seq uint64, m *Message, spanUs int64) error {
 	s := b.s
 	s.mu.Lock()
 	p := s.part(pid)
@@ -103,8 +113,9 @@ func (b *Batch) Append(pid []byte, firstSeq, seq uint64, m *Message) error {
 		s.mu.Unlock()
 		return fmt.Errorf("msgstore: append of seq %d to a partition whose last segment ends before %d", seq, g.base+uint64(g.totalCount()))
 	}
-	if g == nil || (g.totalCount() > 0 && g.totalLog()+int64(size) > s.opts.SegmentBytes) {
+	if g == nil || (g.totalCount() > 0 && (g.totalLog()+int64(size) > s.opts.SegmentBytes || s.tooOld(g, m.CreatedUs, spanUs))) {
 		g = newSegment(p.dir, seq)
+		g.firstUs, g.firstKnown = m.CreatedUs, true
 		p.segs = append(p.segs, g)
 		if st := b.stage; st != nil {
 			st.made = append(st.made, madeSeg{p, g})
@@ -271,8 +282,9 @@ type drop struct {
 // DropBefore removes, once the batch committed, every segment of pid that
 // holds only seqs below before: how retention reclaims space, a whole file
 // pair at a time, never a record at a time. The segment being appended to
-// is never dropped (it goes once a later one starts), so a partition keeps
-// its end. The caller's state no longer refers to the seqs dropped.
+// goes too when every record in it is below before (the next append starts
+// a new one at the partition's next seq). The caller's state no longer
+// refers to the seqs dropped.
 func (b *Batch) DropBefore(pid []byte, before uint64) {
 	b.drops = append(b.drops, drop{pid: pid, before: before})
 }
@@ -345,7 +357,7 @@ func (b *Batch) Done() {
 	for _, d := range b.drops {
 		p := s.part(d.pid)
 		i := 0
-		for i+1 < len(p.segs) && p.segs[i+1].base <= d.before {
+		for i < len(p.segs) && p.segs[i].below(p.segs[i+1:], d.before) {
 			b.removes = append(b.removes, p.segs[i].logPath, p.segs[i].idxPath)
 			i++
 		}
@@ -358,6 +370,32 @@ func (b *Batch) Done() {
 	}
 	s.mu.Unlock()
 	s.removeAll(b.removes)
+}
+
+// below reports whether every record of g is below before; rest are the
+// segments after g.
+func (g *segment) below(rest []*segment, before uint64) bool {
+	if len(rest) > 0 {
+		return rest[0].base <= before
+	}
+	n := uint64(g.totalCount())
+	return n > 0 && g.base+n <= before
+}
+
+// tooOld reports whether g's first record is spanUs or more older than
+// createdUs.
+func (s *Store) tooOld(g *segment, createdUs, spanUs int64) bool {
+	if spanUs <= 0 {
+		return false
+	}
+	if !g.firstKnown {
+		e, err := s.fileEntry(g, g.base)
+		if err != nil {
+			return false
+		}
+		g.firstUs, g.firstKnown = e.CreatedUs, true
+	}
+	return createdUs-g.firstUs >= spanUs
 }
 
 // removeAll removes partition directories and segment files.

@@ -58,12 +58,13 @@ func TestDropBeforeRemovesWholeSegmentsOnly(t *testing.T) {
 	}
 	checkMessages(t, s, pidB, 1, 10) // other partitions untouched
 
-	// Dropping past the end keeps the active segment: appends go on.
+	// Dropping everything removes the active segment too; appends go on
+	// in a new one at the partition's next seq.
 	b = s.Begin()
-	b.DropBefore(pidA, 1000)
+	b.DropBefore(pidA, 101)
 	b.Done()
-	if n := len(segmentFiles(t, s, pidA)); n != 2 {
-		t.Fatalf("the active segment must stay: %d files", n)
+	if n := len(segmentFiles(t, s, pidA)); n != 0 {
+		t.Fatalf("every record was dropped, %d files stay", n)
 	}
 	appendAll(t, s, pidA, 101, 105)
 	checkMessages(t, s, pidA, 101, 105)
@@ -92,5 +93,54 @@ func TestDropBeforeWaitsForAPinnedSnapshot(t *testing.T) {
 	snap.Release()
 	if got := len(segmentFiles(t, s, pidA)); got >= len(files) {
 		t.Fatalf("after release: %d files, had %d", got, len(files))
+	}
+}
+
+// A drop that stops inside the active segment keeps it.
+func TestDropBeforeKeepsTheSegmentOfTheFirstKeptSeq(t *testing.T) {
+	s := mustOpen(t, t.TempDir(), Options{SegmentBytes: 1 << 20})
+	appendAll(t, s, pidA, 1, 20)
+	b := s.Begin()
+	b.DropBefore(pidA, 20)
+	b.Done()
+	if n := len(segmentFiles(t, s, pidA)); n != 2 {
+		t.Fatalf("seq 20 is in the only segment: %d files", n)
+	}
+	checkMessages(t, s, pidA, 20, 20)
+}
+
+// AppendRolling starts a new segment once the active one's first record
+// is the span older than the new one, and only then; the same records roll
+// at the same seq after a restart (the first record's time is read back).
+func TestAppendRollsByTime(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, Options{SegmentBytes: 1 << 20})
+	put := func(s *Store, seq uint64, us int64) {
+		t.Helper()
+		b := s.Begin()
+		m := msg(seq)
+		m.CreatedUs = us
+		if err := b.AppendRolling(pidA, 1, seq, m, 10e6); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		b.Done()
+	}
+	for seq := uint64(1); seq <= 5; seq++ {
+		put(s, seq, int64(seq)*1e6) // 1 s .. 5 s: one segment
+	}
+	if n := len(segmentFiles(t, s, pidA)); n != 2 {
+		t.Fatalf("5 s of records in a 10 s span: %d files", n)
+	}
+	s2 := mustOpen(t, dir, Options{SegmentBytes: 1 << 20})
+	put(s2, 6, 10.9e6) // 9.9 s after the first: same segment
+	put(s2, 7, 11e6)   // 10 s after: a new one
+	if n := len(segmentFiles(t, s2, pidA)); n != 4 {
+		t.Fatalf("want two segments, %d files", n)
+	}
+	if ms, err := s2.Messages(pidA, 1, 7); err != nil || len(ms) != 7 || ms[6].CreatedUs != 11e6 {
+		t.Fatalf("read back: %d messages, %v", len(ms), err)
 	}
 }

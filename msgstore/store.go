@@ -57,6 +57,10 @@ type segment struct {
 	pendLog []byte
 	pendIdx []byte
 	dirMade bool // its directory exists
+	// firstUs is the createdAt of the segment's first record, once known
+	// (time-based rolling).
+	firstUs    int64
+	firstKnown bool
 }
 
 func (g *segment) totalLog() int64   { return g.logSize + int64(len(g.pendLog)) }

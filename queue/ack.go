@@ -115,11 +115,43 @@ func (t *Tx) resolveAcks(items []*command.AckItem) []uint64 {
 		for j, i := range idx {
 			txns[j] = items[i].TransactionId
 		}
-		for j, seq := range t.lookupMany(ps, txns) {
-			out[idx[j]] = seq
+		for j, seqs := range t.lookupMany(ps, txns) {
+			out[idx[j]] = t.pickAcked(ps, items[idx[j]], seqs)
 		}
 	}
 	return out
+}
+
+// pickAcked chooses which of the messages carrying an ack item's
+// transactionId it settles, when the dedup window let the id into the
+// partition more than once (README, "What names a message"): the one the
+// item's live lease covers, else the oldest the group has not consumed,
+// else the newest.
+func (t *Tx) pickAcked(ps *partState, it *command.AckItem, seqs []uint64) uint64 {
+	switch len(seqs) {
+	case 0:
+		return 0
+	case 1:
+		return seqs[0]
+	}
+	group := it.ConsumerGroup
+	if group == "" {
+		group = command.QueueModeGroup
+	}
+	cur := t.cursor(ps.rec.Id, group).rec
+	if l := cur.Lease; l != nil && leases.Live(l, t.now) && (it.LeaseId == "" || it.LeaseId == l.LeaseId) {
+		for _, s := range seqs {
+			if leases.Covers(l, s) {
+				return s
+			}
+		}
+	}
+	for _, s := range seqs {
+		if s > cur.Consumed {
+			return s
+		}
+	}
+	return seqs[len(seqs)-1]
 }
 
 func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.AckItemResult, inTxn bool, required []string) {

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"slices"
+
 	"github.com/queen-node/queen-node/msgstore"
 )
 
@@ -95,10 +97,61 @@ func (d *dedupIndex) remove(in dedupInsert) {
 // drop forgets a partition (deleted).
 func (d *dedupIndex) drop(pid []byte) { delete(d.parts, string(pid)) }
 
-// lookup finds the seq of txn in ps, or 0.
-func (t *Tx) lookup(ps *partState, txn string) uint64 {
-	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq)
-	for _, seq := range p.candidates(msgstore.TxnHash(txn)) {
+// forget takes the seqs from..to-1 of pid out of the index (retention
+// removed them; their files are still there until the batch commits). When
+// they are most of what the index holds, it is dropped instead and built
+// again from what is left the next time it is needed.
+func (d *dedupIndex) forget(b *msgstore.Batch, pid []byte, from, to, live uint64) {
+	p, ok := d.parts[string(pid)]
+	if !ok {
+		return
+	}
+	if to-from >= live {
+		delete(d.parts, string(pid))
+		return
+	}
+	if err := b.EachEntry(pid, from, to, func(seq uint64, e msgstore.Entry) bool { p.removeSeq(e.TxnHash, seq); return true }); err != nil {
+		delete(d.parts, string(pid)) // rebuilt from the files on next use
+	}
+}
+
+func (p *dedupPart) removeSeq(hash, seq uint64) {
+	more := p.more[hash]
+	if p.seqs[hash] == seq {
+		if len(more) == 0 {
+			delete(p.seqs, hash)
+			return
+		}
+		p.seqs[hash], more = more[0], more[1:]
+	} else {
+		i := slices.Index(more, seq)
+		if i < 0 {
+			return
+		}
+		more = slices.Delete(more, i, i+1)
+	}
+	if len(more) == 0 {
+		delete(p.more, hash)
+	} else {
+		p.more[hash] = more
+	}
+}
+
+// duplicateOf finds the message of ps that makes a push of txn a duplicate
+// (addendum §4.6): the newest one with that transactionId created within
+// the queue's dedup window. 0: none, or the window is off.
+func (t *Tx) duplicateOf(ps *partState, txn string, windowUs int64) uint64 {
+	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq) // before the push appends: insert needs it
+	if windowUs <= 0 {
+		return 0
+	}
+	cands := p.candidates(msgstore.TxnHash(txn))
+	for i := len(cands) - 1; i >= 0; i-- {
+		seq := cands[i]
+		e, err := t.batch.Entry(ps.rec.Id, seq)
+		if err != nil || e.CreatedUs < t.now-windowUs {
+			return 0 // candidates are oldest first: the rest are older still
+		}
 		if got, err := t.batch.Txn(ps.rec.Id, seq); err == nil && got == txn {
 			return seq
 		}
@@ -106,13 +159,14 @@ func (t *Tx) lookup(ps *partState, txn string) uint64 {
 	return 0
 }
 
-// lookupMany finds the seqs of txns in ps (0 for one that is not there),
-// confirming the hash candidates with one read of the span of records they
-// cover when it is short (an ack batch names a run of consecutive
-// messages), one read each otherwise.
-func (t *Tx) lookupMany(ps *partState, txns []string) []uint64 {
+// lookupMany finds the seqs of the messages of ps that carry each of txns,
+// oldest first (none for one that is not there; more than one only where
+// the dedup window let the id in again), confirming the hash candidates
+// with one read of the span of records they cover when it is short (an ack
+// batch names a run of consecutive messages), one read each otherwise.
+func (t *Tx) lookupMany(ps *partState, txns []string) [][]uint64 {
 	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq)
-	out := make([]uint64, len(txns))
+	out := make([][]uint64, len(txns))
 	cands := make([][]uint64, len(txns))
 	var lo, hi uint64
 	for i, txn := range txns {
@@ -142,8 +196,7 @@ func (t *Tx) lookupMany(ps *partState, txns []string) []uint64 {
 				got = n
 			}
 			if got == txn {
-				out[i] = s
-				break
+				out[i] = append(out[i], s)
 			}
 		}
 	}

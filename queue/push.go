@@ -9,15 +9,16 @@ import (
 
 // Push appends one message to its partition, creating the queue and the
 // partition on first use, unless the partition already holds a message with
-// the same transactionId: then nothing is written and the result names the
-// original message (spec §4.2, §5.8). A queue at maxSize refuses the item
+// the same transactionId created within the queue's dedup window: then
+// nothing is written and the result names the original message (spec §4.2,
+// §5.8, addendum §4.6). A queue at maxSize refuses the item
 // (spec §5.11).
 func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
 	r := &command.PushItemResult{TransactionId: it.TransactionId, Queue: it.Queue, TraceId: it.TraceId}
 	qs := t.ensureQueue(it.Queue)
 	ps := t.ensurePartition(it.Queue, it.Partition)
 	r.PartitionId = ps.rec.Id
-	if seq := t.lookup(ps, it.TransactionId); seq != 0 {
+	if seq := t.duplicateOf(ps, it.TransactionId, DedupWindowUs(qs.rec.Options)); seq != 0 {
 		r.Status = command.PushItemResult_DUPLICATE
 		r.Offset = seq
 		if m, err := t.batch.Message(ps.rec.Id, seq); err == nil {
@@ -33,7 +34,7 @@ func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
 	seq := ps.rec.NextSeq
 	m := &msgstore.Message{ID: it.MessageId, TxnID: it.TransactionId, TraceID: it.TraceId,
 		ProducerSub: it.ProducerSub, CreatedUs: t.now, Payload: it.Payload}
-	if err := t.batch.Append(ps.rec.Id, ps.rec.FirstSeq, seq, m); err != nil {
+	if err := t.batch.AppendRolling(ps.rec.Id, ps.rec.FirstSeq, seq, m, segmentSpanUs(qs.rec.Options)); err != nil {
 		panic("queue: append: " + err.Error()) // the files cannot take it: stop this replica
 	}
 	t.dedup = append(t.dedup, t.d.dedup.insert(ps.rec.Id, msgstore.TxnHash(it.TransactionId), seq))

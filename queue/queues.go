@@ -16,8 +16,20 @@ func DefaultOptions() *command.QueueOptions {
 		DelayedProcessing: i(0), WindowBuffer: i(0), Priority: i(0), Ttl: i(3600),
 		RetentionEnabled: b(false), RetentionSeconds: i(0), CompletedRetentionSeconds: i(0),
 		MaxWaitTimeSeconds: i(0), DeadLetterQueue: b(false), DlqAfterMaxRetries: b(false),
-		EncryptionEnabled: b(false), DedupWindowSeconds: i(0),
+		EncryptionEnabled: b(false), DedupWindowSeconds: i(DefaultDedupWindowSeconds),
 	}
+}
+
+// DefaultDedupWindowSeconds is the dedup window of a queue that never set
+// one (addendum §4.6).
+const DefaultDedupWindowSeconds = 3600
+
+// DedupWindowUs is the queue's dedup window; 0 = no dedup.
+func DedupWindowUs(o *command.QueueOptions) int64 {
+	if o.DedupWindowSeconds == nil {
+		return DefaultDedupWindowSeconds * 1e6
+	}
+	return o.GetDedupWindowSeconds() * 1e6
 }
 
 // leaseSeconds is the lease length of a pop: 0 falls back to 60 (spec §4.1).
@@ -49,6 +61,10 @@ func (t *Tx) Configure(in *command.Configure) *command.ConfigureResult {
 		// proto.Merge copies exactly the fields set, which for optional
 		// scalars is "present in the request".
 		proto.Merge(qs.rec.Options, in.Options)
+	}
+	if qs.rec.Options.DedupWindowSeconds == nil { // stored before the window existed
+		w := int64(DefaultDedupWindowSeconds)
+		qs.rec.Options.DedupWindowSeconds = &w
 	}
 	qs.dirty = true
 	ps := t.ensurePartition(in.Queue, DefaultPartition)

@@ -27,6 +27,7 @@ type config struct {
 	DefaultSubscriptionMode string
 	MaxBodyBytes            int64
 	RetentionInterval       time.Duration
+	PartitionCleanup        time.Duration
 	SnapshotThreshold       uint64
 	SnapshotInterval        time.Duration
 	LogLevel                string
@@ -63,7 +64,8 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", 1, "voters to wait for before bootstrapping the cluster")
 	fs.StringVar(&c.DefaultSubscriptionMode, "default-subscription-mode", "new", "where a new consumer group starts when the pop does not say: new | all")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
-	fs.IntVar(&c.retentionMs, "retention-interval-ms", 2000, "period of the leader's sweep entries (expired leases, KV, deleted queues), in ms")
+	fs.IntVar(&c.retentionMs, "retention-interval-ms", 2000, "period of the leader's sweep and retention entries (expired leases, KV, deleted queues, retention and eviction of messages), in ms")
+	fs.DurationVar(&c.PartitionCleanup, "partition-cleanup", 7*24*time.Hour, "remove a partition that has held no message for this long (its id is never reused); 0 = never")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 262144, "log entries between snapshots (snapshots are also taken every 256 MiB of log, or half the state's size)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 60*time.Second, "how often to check whether a snapshot is due")
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long an Idempotency-Key's first answer is kept")
@@ -77,6 +79,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"default-subscription-mode", func() error { return oneOf(c.DefaultSubscriptionMode, "new", "all") }},
 		{"max-body-bytes", func() error { return atLeast(c.MaxBodyBytes, 1024) }},
 		{"retention-interval-ms", func() error { return atLeast(c.retentionMs, 10) }},
+		{"partition-cleanup", func() error { return atLeast(c.PartitionCleanup, 0) }},
 		{"snapshot-threshold", func() error { return atLeast(c.SnapshotThreshold, 1) }},
 		{"snapshot-interval", func() error { return atLeast(c.SnapshotInterval, 10*time.Millisecond) }},
 		{"idempotency-ttl", func() error { return atLeast(c.IdempotencyTTL, time.Second) }},

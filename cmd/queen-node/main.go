@@ -73,7 +73,7 @@ func run(args []string) error {
 		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
-		SweepInterval: cfg.RetentionInterval, TimerTick: cfg.TimerTick,
+		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
 		BootID: testBootID(cfg),
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
