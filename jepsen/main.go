@@ -44,6 +44,7 @@ func main() {
 	netns := flag.String("netns", "auto", "network namespaces for real partitions: auto | on | off")
 	lossy := flag.String("lossyfs", "auto", "data dirs on lossyfs FUSE mounts that drop unsynced writes on a power loss: auto (on with a powerloss fault) | on | off")
 	verbose := flag.Bool("v", false, "log faults and node events")
+	retention := flag.Duration("retention", 0, "give the queue workload's queue this completedRetentionSeconds and the nodes 500 ms retention sweeps (0 = off)")
 	flag.Parse()
 
 	dir := *out
@@ -84,7 +85,7 @@ func main() {
 	ctx := context.Background()
 	sum, err := run.Run(ctx, run.Options{
 		Nodes: *nodes, Duration: *dur, Faults: split(*faults), Workloads: split(*workloads),
-		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, LossyFS: *lossy, Logf: logf,
+		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, LossyFS: *lossy, Logf: logf, Retention: *retention,
 	})
 	if err != nil {
 		fmt.Println("jepsen: FAIL ops=0 faults=0 lost=0 duplicated=0 linearizable=false")

@@ -35,7 +35,13 @@ type Options struct {
 	// faults can drop unsynced writes: auto (on when a powerloss fault is
 	// asked for and FUSE works here) | on | off.
 	LossyFS string
-	Logf    func(format string, args ...any)
+	// Retention, when set, gives the queue workload's queue a
+	// completedRetentionSeconds of it (with retentionEnabled) and the nodes
+	// 500 ms retention sweeps: consumed messages are removed while faults
+	// happen, and the checker's rules still hold (nothing acknowledged and
+	// unconsumed by a group goes; nothing removed comes back).
+	Retention time.Duration
+	Logf      func(format string, args ...any)
 }
 
 // Summary is the run's outcome.
@@ -110,7 +116,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if useLossy {
 		o.Logf("data dirs on lossyfs: unsynced writes are lost on a power loss")
 	}
-	c, err := harness.Start(ctx, harness.Options{Nodes: o.Nodes, Bin: o.Bin, Dir: o.Dir, NetNS: useNS, LossyFS: useLossy, Logf: o.Logf})
+	var extra []string
+	if o.Retention > 0 {
+		extra = append(extra, "--retention-interval-ms", "500")
+	}
+	c, err := harness.Start(ctx, harness.Options{Nodes: o.Nodes, Bin: o.Bin, Dir: o.Dir, NetNS: useNS, LossyFS: useLossy, Logf: o.Logf, Extra: extra})
 	if err != nil {
 		return sum, err
 	}
@@ -128,7 +138,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			o.Logf("fault %s is not available here (%s)", f.Name(), why)
 		}
 	}
-	env := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed, Logf: o.Logf}
+	env := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed, Logf: o.Logf, Retention: o.Retention}
 	for _, w := range wls {
 		if err := w.Setup(ctx, env); err != nil {
 			return sum, fmt.Errorf("setup %s: %w", w.Name(), err)

@@ -75,8 +75,11 @@ type qAckOut struct {
 func (q *queueWL) Setup(ctx context.Context, env *Env) error {
 	q.name = fmt.Sprintf("jepsen-queue-%d", env.Seed)
 	c := env.Client()
-	body := map[string]any{"queue": q.name, "options": map[string]any{
-		"leaseTime": 3, "retryLimit": q.retryLimit, "retryDelay": 100}}
+	opts := map[string]any{"leaseTime": 3, "retryLimit": q.retryLimit, "retryDelay": 100}
+	if env.Retention > 0 {
+		opts["retentionEnabled"], opts["completedRetentionSeconds"] = true, max(1, int(env.Retention/time.Second))
+	}
+	body := map[string]any{"queue": q.name, "options": opts}
 	return retryDefinite(ctx, func() (bool, error) {
 		r, st, err := c.Do(ctx, "POST", "/api/v1/configure", body, nil)
 		return st == history.OK && r.Status == 200, err

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/queen-node/queen-node/jepsen/client"
 	"github.com/queen-node/queen-node/jepsen/harness"
@@ -22,7 +23,10 @@ type Env struct {
 	Clients int
 	Seed    int64
 	Logf    func(format string, args ...any)
-	next    int
+	// Retention > 0: the queue workload's queue removes what every group
+	// consumed after this long (completedRetentionSeconds).
+	Retention time.Duration
+	next      int
 }
 
 // Client makes a recording client over the current nodes.
