@@ -254,12 +254,14 @@ func (t *Tx) removePrefix(qs *queueState, ps *partState, first uint64, c *comman
 	for _, group := range behind {
 		cs := t.cursor(p.Id, group)
 		cur := cs.rec
-		if l := cur.Lease; l != nil && l.FirstSeq < first {
-			leases.Remove(t.tx, l.LeaseId, p.Id, group)
-			cur.Lease = nil
-			cs.dirty = true
-		}
 		if at := max(cur.Consumed, p.FirstSeq-1); at < first-1 {
+			// Unconsumed messages go: a lease on them goes too (the
+			// part of its run the group consumed is no reason: that is
+			// what completed retention removes under a live lease).
+			if l := cur.Lease; l != nil {
+				leases.Remove(t.tx, l.LeaseId, p.Id, group)
+				cur.Lease = nil
+			}
 			skipped := first - 1 - at
 			cur.Skipped += skipped
 			c.Skipped += skipped

@@ -316,3 +316,33 @@ func TestRetentionExpiresDeadLetters(t *testing.T) {
 		t.Fatalf("dlq %d, count %d", n, q.DlqCount)
 	}
 }
+
+// Completed retention under a live lease whose run is half acked removes
+// the acked part and leaves the lease alone: the rest of the run is acked
+// under it (the soak found a release here).
+func TestCompletedRetentionKeepsALiveLease(t *testing.T) {
+	h := newDomain(t, "log")
+	h.configure("q", &command.QueueOptions{RetentionEnabled: ptr(true), CompletedRetentionSeconds: ptr(int64(5))})
+	h.pushN("q", "p", "m", 6)
+	res := h.pop(&command.Pop{Queue: "q", Batch: 6, LeaseId: "L"})
+	pid := res.Messages[0].PartitionId
+	for _, txn := range []string{"m-0", "m-1", "m-2"} {
+		if r := h.ack(&command.AckItem{TransactionId: txn, PartitionId: pid, LeaseId: "L"})[0]; !r.Success {
+			t.Fatalf("ack %s: %v", txn, r)
+		}
+	}
+	h.now += 6 * sec
+	if c := h.retain(0); c.Completed != 3 || c.Skipped != 0 {
+		t.Fatalf("completed %d skipped %d", c.Completed, c.Skipped)
+	}
+	for _, txn := range []string{"m-3", "m-4", "m-5"} {
+		if r := h.ack(&command.AckItem{TransactionId: txn, PartitionId: pid, LeaseId: "L"})[0]; !r.Success || r.Error != "" {
+			t.Fatalf("ack %s under the lease after retention: %v", txn, r)
+		}
+	}
+	var cur *command.CursorRecord
+	h.read(func(rd *Reader) { cur = rd.Cursor(pid, command.QueueModeGroup) })
+	if cur.Consumed != 6 || cur.Lease != nil {
+		t.Fatalf("cursor %v", cur)
+	}
+}
