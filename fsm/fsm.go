@@ -82,10 +82,14 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 	}
 	err := db.View(func(r store.Reader) error {
 		qr := f.queue.Reader(r)
-		return msgs.RemoveOrphans(func(name string) bool {
+		err := msgs.RemoveOrphans(func(name string) bool {
 			pid, ok := msgstore.PartitionID(name)
 			return ok && qr.Live(pid)
 		})
+		if err != nil {
+			return err
+		}
+		return msgs.RemoveBelow(qr.Committed())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)

@@ -144,3 +144,25 @@ func TestAppendRollsByTime(t *testing.T) {
 		t.Fatalf("read back: %d messages, %v", len(ms), err)
 	}
 }
+
+// Files below the committed FirstSeq that a crash left (the drop's removal
+// never ran) go at open; what is at or above it stays.
+func TestRemoveBelowAfterACrashedDrop(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, Options{SegmentBytes: 300})
+	appendAll(t, s, pidA, 1, 100)
+	appendAll(t, s, pidB, 1, 10)
+	s2 := mustOpen(t, dir, Options{SegmentBytes: 300})
+	before := len(segmentFiles(t, s2, pidA))
+	if err := s2.RemoveBelow([]PartitionState{{PID: pidA, FirstSeq: 60, NextSeq: 101}, {PID: pidB, FirstSeq: 11, NextSeq: 11}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(segmentFiles(t, s2, pidA)); got >= before || got == 0 {
+		t.Fatalf("files %d -> %d", before, got)
+	}
+	checkMessages(t, s2, pidA, 60, 100)
+	if n := len(segmentFiles(t, s2, pidB)); n != 0 {
+		t.Fatalf("an emptied partition keeps %d files", n)
+	}
+	appendAll(t, s2, pidB, 11, 12) // appends go on at the next seq
+}

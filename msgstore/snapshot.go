@@ -230,3 +230,36 @@ func (s *Store) RemoveOrphans(live func(dirName string) bool) error {
 	}
 	return nil
 }
+
+// RemoveBelow removes the segment files that hold only seqs below each
+// partition's committed FirstSeq: what retention dropped in an entry whose
+// file removal a crash interrupted (the state committed, the files were to
+// go after). A partition that no append touches again would keep them.
+func (s *Store) RemoveBelow(parts []PartitionState) error {
+	for _, ps := range parts {
+		s.mu.Lock()
+		p := s.part(ps.PID)
+		var gone []*segment
+		i := 0
+		for ; i < len(p.segs); i++ {
+			end := ps.NextSeq
+			if i+1 < len(p.segs) {
+				end = p.segs[i+1].base
+			}
+			if end > ps.FirstSeq {
+				break
+			}
+			gone = append(gone, p.segs[i])
+		}
+		p.segs = p.segs[i:]
+		s.mu.Unlock()
+		for _, g := range gone {
+			s.files.forget(g.logPath)
+			s.files.forget(g.idxPath)
+			if err := removeFiles(g.logPath, g.idxPath); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -5,7 +5,8 @@
 // bodies in append-only segment files (msgstore). The state machine (fsm)
 // decodes an entry and makes one call here per command, through a Tx it
 // begins with the entry's index and time; tests drive a Domain the same way
-// without the FSM.
+// without the FSM. Retention (retention.go) removes what consumers are
+// done with, as a prefix of each partition, in entries the leader proposes.
 //
 // Everything here is deterministic: time is the entry's, ids of objects this
 // package creates (queues, partitions) derive from the log's name, the entry

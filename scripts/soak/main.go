@@ -98,6 +98,7 @@ func run(ctx context.Context, o *options) error {
 		go func(i int) { defer wg.Done(); defer producing.Add(-1); w.produce(runCtx, i) }(i)
 	}
 	consumeCtx, stopConsumers := context.WithCancel(runCtx)
+	defer stopConsumers()
 	for i := 0; i < o.consumers; i++ {
 		wg.Add(1)
 		go func(i int) { defer wg.Done(); w.consume(consumeCtx, i) }(i)
@@ -107,6 +108,7 @@ func run(ctx context.Context, o *options) error {
 	tick := time.NewTicker(o.sample)
 	defer tick.Stop()
 	drainUntil := time.Time{}
+	var restarts []restart
 loop:
 	for {
 		select {
@@ -114,6 +116,14 @@ loop:
 			break loop
 		case <-tick.C:
 			s.take(ctx, time.Since(start))
+			if len(restarts) == 0 && w.pushed.Load() >= o.messages/2 {
+				r, err := timeRestart(ctx, cl, fmt.Sprintf("under load at %d messages", w.pushed.Load()))
+				if err != nil {
+					return err
+				}
+				restarts = append(restarts, r)
+				log.Printf("soak: %s restarted in %v", r.node, r.took)
+			}
 			if producing.Load() == 0 && drainUntil.IsZero() {
 				drainUntil = time.Now().Add(time.Duration(o.completedRetention+10) * time.Second)
 			}
@@ -126,11 +136,11 @@ loop:
 	cancel()
 	wg.Wait()
 	s.take(ctx, time.Since(start))
-	restart, err := timeRestart(ctx, cl)
+	r, err := timeRestart(ctx, cl, "after the run")
 	if err != nil {
 		return err
 	}
-	rep := s.report(o, restart, w)
+	rep := s.report(o, append(restarts, r), w)
 	csvPath, svgPath := filepath.Join(o.out, "soak.csv"), filepath.Join(o.out, "soak.svg")
 	if err := s.writeCSV(csvPath); err != nil {
 		return err
@@ -146,25 +156,30 @@ loop:
 	return nil
 }
 
+type restart struct {
+	node, when string
+	took       time.Duration
+}
+
 // timeRestart kills a follower with SIGKILL and times its restart to a
 // healthy node.
-func timeRestart(ctx context.Context, cl *nodeproc.Cluster) (time.Duration, error) {
+func timeRestart(ctx context.Context, cl *nodeproc.Cluster, when string) (restart, error) {
 	l, err := cl.WaitLeader(ctx, 30*time.Second)
 	if err != nil {
-		return 0, err
+		return restart{}, err
 	}
 	for _, n := range cl.Nodes() {
 		if n == l {
 			continue
 		}
 		if err := n.Kill(); err != nil {
-			return 0, err
+			return restart{}, err
 		}
 		start := time.Now()
 		if err := n.Start(ctx); err != nil {
-			return 0, err
+			return restart{}, err
 		}
-		return time.Since(start), nil
+		return restart{n.ID(), when, time.Since(start)}, nil
 	}
-	return 0, fmt.Errorf("no follower")
+	return restart{}, fmt.Errorf("no follower")
 }

@@ -178,22 +178,25 @@ func slope(xs, ys []float64) (b, mean float64) {
 	return (n*sxy - sx*sy) / d, sy / n
 }
 
-// afterWarmup are the samples past the warm-up fraction of the run.
-func (s *sampler) afterWarmup(o *options) []sample {
-	if len(s.samples) == 0 {
-		return nil
+// steady are the samples of the steady phase: past the warm-up fraction of
+// the time the producers ran, up to their end (the drain after is left out).
+func (s *sampler) steady(o *options) []sample {
+	var end time.Duration
+	for _, sm := range s.samples {
+		if sm.pushRate > 0 {
+			end = sm.at
+		}
 	}
-	end := s.samples[len(s.samples)-1].at
 	var out []sample
 	for _, sm := range s.samples {
-		if sm.at.Seconds() >= o.warmup*end.Seconds() {
+		if sm.at.Seconds() >= o.warmup*end.Seconds() && sm.at <= end {
 			out = append(out, sm)
 		}
 	}
 	return out
 }
 
-func (s *sampler) report(o *options, restart time.Duration, w *workload) string {
+func (s *sampler) report(o *options, restarts []restart, w *workload) string {
 	var b strings.Builder
 	last := s.samples[len(s.samples)-1]
 	fmt.Fprintf(&b, "\nsoak: %d messages pushed, %d consumed in %.0f s (%.0f msg/s); %d charged through the marker transaction, %d redelivered and caught by the marker; %d failed requests retried\n",
@@ -201,27 +204,34 @@ func (s *sampler) report(o *options, restart time.Duration, w *workload) string 
 	if r := w.lastRefusal.Load(); r != nil {
 		fmt.Fprintf(&b, "last refused charge: %v\n", r)
 	}
-	warm := s.afterWarmup(o)
-	fmt.Fprintf(&b, "after the warm-up (%.0f%% of the run, %d samples): slope per minute, and the mean\n", o.warmup*100, len(warm))
+	warm := s.steady(o)
+	if len(warm) > 0 {
+		fmt.Fprintf(&b, "steady phase (%.0f s to %.0f s: after the first %.0f%% of the producing time, before the drain; %d samples): slope per minute (and per cent of the mean per minute)\n",
+			warm[0].at.Seconds(), warm[len(warm)-1].at.Seconds(), o.warmup*100, len(warm))
+	}
 	for i := range s.nodes {
-		var xs, dd, rss, snapT, snapN []float64
+		var xs, dd, store, raft, snaps, rss, snapT, snapN []float64
 		for _, sm := range warm {
 			n := sm.nodes[i]
 			xs = append(xs, sm.at.Minutes())
-			dd = append(dd, float64(n.dataDir()))
-			rss = append(rss, float64(n.rss))
+			dd, store, raft = append(dd, float64(n.dataDir())), append(store, float64(n.messages)), append(raft, float64(n.raftLog))
+			snaps, rss = append(snaps, float64(n.snapshots)), append(rss, float64(n.rss))
 			if n.snapSeconds > 0 {
 				snapT = append(snapT, n.snapSeconds)
 				snapN = append(snapN, float64(sm.consumed)/1e6)
 			}
 		}
-		bd, md := slope(xs, dd)
-		br, mr := slope(xs, rss)
+		line := func(name string, ys []float64) string {
+			sl, mean := slope(xs, ys)
+			return fmt.Sprintf("%s %+.2f MiB/min (%+.2f%%, mean %.0f MiB)", name, sl/(1<<20), pct(sl, mean), mean/(1<<20))
+		}
 		bs, ms := slope(snapN, snapT)
-		fmt.Fprintf(&b, "  n%d: data dir %+.2f MiB/min (mean %.1f MiB, %+.2f%%/min)  RSS %+.2f MiB/min (mean %.1f MiB, %+.2f%%/min)  snapshot %.3f s mean, %+.4f s per million messages (%d snapshots)\n",
-			i+1, bd/(1<<20), md/(1<<20), pct(bd, md), br/(1<<20), mr/(1<<20), pct(br, mr), ms, bs, len(snapT))
+		fmt.Fprintf(&b, "  n%d: %s; %s; %s; %s; %s\n      snapshots: %d, mean %.3f s, %+.4f s per million messages through\n",
+			i+1, line("data dir", dd), line("store", store), line("raft log", raft), line("snapshots", snaps), line("RSS", rss), len(snapT), ms, bs)
 	}
-	fmt.Fprintf(&b, "restart of a follower after SIGKILL to healthy: %.2f s\n", restart.Seconds())
+	for _, r := range restarts {
+		fmt.Fprintf(&b, "SIGKILL of follower %s %s, restart to healthy: %.2f s\n", r.node, r.when, r.took.Seconds())
+	}
 	return b.String()
 }
 
