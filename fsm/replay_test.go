@@ -22,7 +22,10 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 	queues := []string{"q1", "q2", "billing.inv"}
 	groups := []string{"", "g1", "g2"}
 	var pops []*command.PopResult
-	h.configure("q1", &command.QueueOptions{LeaseTime: ptr(int64(2)), RetryLimit: ptr(int64(1)), RetryDelay: ptr(int64(300))})
+	h.configure("q1", &command.QueueOptions{LeaseTime: ptr(int64(2)), RetryLimit: ptr(int64(1)), RetryDelay: ptr(int64(300)),
+		DedupWindowSeconds: ptr(int64(5))})
+	h.configure("q2", &command.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(int64(20)), CompletedRetentionSeconds: ptr(int64(3))})
+	h.configure("billing.inv", &command.QueueOptions{MaxWaitTimeSeconds: ptr(int64(6))})
 	for i := 0; i < steps; i++ {
 		h.advance(time.Duration(rng.Intn(400)) * time.Millisecond)
 		q := queues[rng.Intn(len(queues))]
@@ -75,6 +78,13 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 				h.apply(&command.Command{Body: &command.Command_DeleteQueue{DeleteQueue: &command.DeleteQueue{Queue: q}}})
 			}
 			h.apply(&command.Command{Body: &command.Command_Sweep{Sweep: &command.Sweep{Limit: 7}}})
+			var after []byte
+			for { // a whole retention pass, two partitions an entry
+				r := h.apply(&command.Command{Body: &command.Command_Retain{Retain: &command.Retain{After: after, Limit: 2, PartitionIdleUs: 8e6}}}).(*command.RetainResult)
+				if after = r.Next; len(after) == 0 {
+					break
+				}
+			}
 		}
 	}
 	return h

@@ -54,7 +54,7 @@ func drawChart(s *sampler, o *options, path string) error {
 	}
 	disk := panel(fmt.Sprintf("data dir per node: message store (solid), Raft log (dashed), all (dotted); completedRetentionSeconds %d", o.completedRetention), "MiB")
 	rss := panel("RSS per node", "MiB")
-	snap := panel("last snapshot per node: size (solid, MiB) and duration (dashed, ms)", "MiB / ms")
+	snap := panel("snapshots per node: size of the last (line, MiB) and time of each (points, ms)", "MiB / ms")
 	tput := panel("cluster throughput", "messages/s")
 	const mib = 1 << 20
 	for i := range s.nodes {
@@ -70,12 +70,26 @@ func drawChart(s *sampler, o *options, path string) error {
 			{disk, name + " raft", true, func(n nodeSample) float64 { return float64(n.raftLog) / mib }},
 			{rss, name, false, func(n nodeSample) float64 { return float64(n.rss) / mib }},
 			{snap, name + " size", false, func(n nodeSample) float64 { return n.snapBytes / mib }},
-			{snap, name + " ms", true, func(n nodeSample) float64 { return n.snapSeconds * 1000 }},
 		}
 		for _, st := range steps {
 			if err := add(st.p, st.label, c, st.dashed, series(func(sm sample) float64 { return st.f(sm.nodes[i]) })); err != nil {
 				return err
 			}
+		}
+		var took plotter.XYs // a point per sample in which snapshots were taken
+		for _, sm := range s.samples {
+			if v := sm.nodes[i].snapSeconds; v > 0 {
+				took = append(took, plotter.XY{X: sm.at.Minutes(), Y: v * 1000})
+			}
+		}
+		if len(took) > 0 {
+			sc, err := plotter.NewScatter(took)
+			if err != nil {
+				return err
+			}
+			sc.GlyphStyle.Color, sc.GlyphStyle.Radius = c, vg.Points(2)
+			snap.Add(sc)
+			snap.Legend.Add(name+" ms", sc)
 		}
 		all, err := plotter.NewLine(series(func(sm sample) float64 { return float64(sm.nodes[i].dataDir()) / mib }))
 		if err != nil {

@@ -150,6 +150,10 @@ loop:
 	}
 	fmt.Print(rep)
 	fmt.Printf("csv: %s\nchart: %s\n", csvPath, svgPath)
+	if lost := w.missing(w.pushed.Load()); lost > 0 {
+		return fmt.Errorf("%d pushed orders were never delivered", lost)
+	}
+	fmt.Printf("every one of the %d pushed orders was delivered\n", w.pushed.Load())
 	if w.errors.Load() > 0 {
 		return fmt.Errorf("%d requests failed (last: %v)", w.errors.Load(), w.lastErr.Load())
 	}

@@ -199,8 +199,8 @@ func (s *sampler) steady(o *options) []sample {
 func (s *sampler) report(o *options, restarts []restart, w *workload) string {
 	var b strings.Builder
 	last := s.samples[len(s.samples)-1]
-	fmt.Fprintf(&b, "\nsoak: %d messages pushed, %d consumed in %.0f s (%.0f msg/s); %d charged through the marker transaction, %d redelivered and caught by the marker; %d failed requests retried\n",
-		last.pushed, last.consumed, last.at.Seconds(), float64(last.consumed)/last.at.Seconds(), w.charged.Load(), w.redelivered.Load(), w.errors.Load())
+	fmt.Fprintf(&b, "\nsoak: %d messages pushed, %d consumed in %.0f s (%.0f msg/s); %d charged through the marker transaction, %d redelivered and caught by the marker; %d attempts retried (5xx or transport errors), %d requests failed\n",
+		last.pushed, last.consumed, last.at.Seconds(), float64(last.consumed)/last.at.Seconds(), w.charged.Load(), w.redelivered.Load(), w.retried.Load(), w.errors.Load())
 	if r := w.lastRefusal.Load(); r != nil {
 		fmt.Fprintf(&b, "last refused charge: %v\n", r)
 	}

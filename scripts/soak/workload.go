@@ -27,8 +27,41 @@ type workload struct {
 	payload json.RawMessage
 
 	pushed, consumed, charged, redelivered atomic.Int64
-	errors                                 atomic.Int64
+	retried                                atomic.Int64 // 5xx or transport errors, retried (a killed node's connections)
+	errors                                 atomic.Int64 // requests given up: refused or unreadable
 	lastErr, lastRefusal                   atomic.Value
+
+	seenMu sync.Mutex
+	seen   []uint64 // bit n: order-n was delivered
+}
+
+// deliver notes the orders of a pop.
+func (w *workload) deliver(ms []message) {
+	w.seenMu.Lock()
+	defer w.seenMu.Unlock()
+	for _, m := range ms {
+		var n int64
+		if _, err := fmt.Sscanf(m.TransactionID, "order-%d", &n); err != nil || n < 0 {
+			continue
+		}
+		for int64(len(w.seen))*64 <= n {
+			w.seen = append(w.seen, 0)
+		}
+		w.seen[n/64] |= 1 << (n % 64)
+	}
+}
+
+// missing counts the orders below n never delivered.
+func (w *workload) missing(n int64) int64 {
+	w.seenMu.Lock()
+	defer w.seenMu.Unlock()
+	var lost int64
+	for i := int64(0); i < n; i++ {
+		if i/64 >= int64(len(w.seen)) || w.seen[i/64]&(1<<(i%64)) == 0 {
+			lost++
+		}
+	}
+	return lost
 }
 
 func newWorkload(o *options, urls []string) *workload {
@@ -38,6 +71,14 @@ func newWorkload(o *options, urls []string) *workload {
 		payload: json.RawMessage(fmt.Sprintf(`{"amount":100,"pad":%q}`, pad))}
 }
 
+// retry counts an attempt that will be repeated.
+func (w *workload) retry(err error) {
+	w.retried.Add(1)
+	w.lastErr.Store(err.Error())
+	time.Sleep(200 * time.Millisecond)
+}
+
+// fail counts a request given up.
 func (w *workload) fail(err error) {
 	w.errors.Add(1)
 	w.lastErr.Store(err.Error())
@@ -59,14 +100,14 @@ func (w *workload) call(ctx context.Context, node int, method, path string, body
 		resp, err := w.hc.Do(req)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.fail(err)
+				w.retry(err)
 			}
 			continue
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode >= 500 {
-			w.fail(fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b))
+			w.retry(fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b))
 			continue
 		}
 		if resp.StatusCode != want && !(want == 200 && resp.StatusCode == 204) {
@@ -170,6 +211,7 @@ func (w *workload) consume(ctx context.Context, c int) {
 		if !w.call(ctx, c, "GET", path, nil, 200, &pop) || len(pop.Messages) == 0 {
 			continue
 		}
+		w.deliver(pop.Messages)
 		var batch []ack
 		var wg sync.WaitGroup
 		for _, m := range pop.Messages {
