@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queen-node/queen-node/nodeproc"
 )
 
 // partitionDir is where a partition's message files live in a data dir.
@@ -16,17 +17,6 @@ func partitionDir(dataDir, partitionID string) string {
 	return filepath.Join(dataDir, "messages", strings.ReplaceAll(partitionID, "-", ""))
 }
 
-// dirBytes is the size of the regular files under dir (0 when it is gone).
-func dirBytes(dir string) int64 {
-	var n int64
-	filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			n += info.Size()
-		}
-		return nil
-	})
-	return n
-}
 
 // retained reads one queen_retention_removed_total sample (0 before the
 // first removal).
@@ -83,8 +73,8 @@ func TestRetentionFromOutside(t *testing.T) {
 	res := a.push(items...)
 	pushed := time.Now()
 	shortDir, longDir := partitionDir(n.DataDir(), res[0].PartitionID), partitionDir(n.DataDir(), res[200].PartitionID)
-	if dirBytes(shortDir) < 200*1000 || dirBytes(longDir) < 200*1000 {
-		t.Fatalf("message files: short %d, long %d bytes", dirBytes(shortDir), dirBytes(longDir))
+	if nodeproc.DirBytes(shortDir) < 200*1000 || nodeproc.DirBytes(longDir) < 200*1000 {
+		t.Fatalf("message files: short %d, long %d bytes", nodeproc.DirBytes(shortDir), nodeproc.DirBytes(longDir))
 	}
 
 	// Poll without consuming: the queue's totals.
@@ -103,10 +93,10 @@ func TestRetentionFromOutside(t *testing.T) {
 	if p := a.pop("/api/v1/pop/queue/short", url.Values{"batch": {"10"}}); p != nil {
 		t.Fatalf("a pop after retention got %d messages", len(p.Messages))
 	}
-	if b := dirBytes(shortDir); b != 0 {
+	if b := nodeproc.DirBytes(shortDir); b != 0 {
 		t.Fatalf("the short queue's files hold %d bytes after retention", b)
 	}
-	if b := dirBytes(longDir); b < 200*1000 {
+	if b := nodeproc.DirBytes(longDir); b < 200*1000 {
 		t.Fatalf("the long queue's files lost space: %d bytes", b)
 	}
 	if tot := a.queueTotals("long"); tot["total"] != 200 {
@@ -197,7 +187,7 @@ func TestKill9OfTheLeaderDuringRetentionSweeps(t *testing.T) {
 				return false, fmt.Sprintf("%s: short totals %v", n.ID(), tot)
 			}
 			for pid := range shortPIDs {
-				if b := dirBytes(partitionDir(n.DataDir(), pid)); b != 0 {
+				if b := nodeproc.DirBytes(partitionDir(n.DataDir(), pid)); b != 0 {
 					return false, fmt.Sprintf("%s: partition %s still holds %d bytes", n.ID(), pid, b)
 				}
 			}

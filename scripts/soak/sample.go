@@ -57,8 +57,8 @@ func (s *sampler) take(ctx context.Context, at time.Duration) {
 	}
 	for i, n := range s.nodes {
 		dd := n.DataDir()
-		ns := nodeSample{messages: dirBytes(filepath.Join(dd, "messages")), raftLog: dirBytes(filepath.Join(dd, "raft", "raft.db")),
-			state: dirBytes(filepath.Join(dd, "fsm.db")), snapshots: dirBytes(filepath.Join(dd, "raft", "snapshots"))}
+		ns := nodeSample{messages: nodeproc.DirBytes(filepath.Join(dd, "messages")), raftLog: nodeproc.DirBytes(filepath.Join(dd, "raft", "raft.db")),
+			state: nodeproc.DirBytes(filepath.Join(dd, "fsm.db")), snapshots: nodeproc.DirBytes(filepath.Join(dd, "raft", "snapshots"))}
 		if pid := n.PID(); pid > 0 {
 			ns.rss = procRSS(pid)
 		}
@@ -80,17 +80,6 @@ func (s *sampler) take(ctx context.Context, at time.Duration) {
 
 func mb(b int64) string { return fmt.Sprintf("%.1fM", float64(b)/(1<<20)) }
 
-// dirBytes is the size of a file, or of the regular files under a dir.
-func dirBytes(path string) int64 {
-	var n int64
-	filepath.Walk(path, func(_ string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			n += info.Size()
-		}
-		return nil
-	})
-	return n
-}
 
 // procRSS is VmRSS of pid in bytes (0 when unreadable).
 func procRSS(pid int) int64 {
