@@ -17,7 +17,6 @@ func partitionDir(dataDir, partitionID string) string {
 	return filepath.Join(dataDir, "messages", strings.ReplaceAll(partitionID, "-", ""))
 }
 
-
 // retained reads one queen_retention_removed_total sample (0 before the
 // first removal).
 func (a *api) retained(queue, reason string) float64 {

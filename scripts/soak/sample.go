@@ -80,7 +80,6 @@ func (s *sampler) take(ctx context.Context, at time.Duration) {
 
 func mb(b int64) string { return fmt.Sprintf("%.1fM", float64(b)/(1<<20)) }
 
-
 // procRSS is VmRSS of pid in bytes (0 when unreadable).
 func procRSS(pid int) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
