@@ -315,7 +315,39 @@ func (q *queueWL) Check(env *Env) Result {
 	for _, g := range q.groups {
 		dead[g] = q.dlq(ctx, env, g)
 	}
-	return q.check(env.Rec.Ops(), dead)
+	res := q.check(env.Rec.Ops(), dead)
+	if env.Retention > 0 {
+		if left := q.leftAfterRetention(ctx, env); left != 0 {
+			res.violate("retention: %d messages still stored %v after every group consumed them", left, env.Retention+10*time.Second)
+		}
+	}
+	return res
+}
+
+// leftAfterRetention waits until the queue's consumed messages are older
+// than the retention and swept, and returns how many are still stored (-1
+// when the queue could not be read).
+func (q *queueWL) leftAfterRetention(ctx context.Context, env *Env) int {
+	c := env.Client()
+	left := -1
+	deadline := time.Now().Add(env.Retention + 10*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		r, st, _ := c.Do(ctx, "GET", "/api/v1/resources/queues/"+q.name, nil, nil)
+		if st == history.OK && r.Status == 200 {
+			var body struct {
+				Totals struct {
+					Total int `json:"total"`
+				} `json:"totals"`
+			}
+			if json.Unmarshal(r.Body, &body) == nil {
+				if left = body.Totals.Total; left == 0 {
+					return 0
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return left
 }
 
 // check is the queue checker over a history and each group's DLQ (group →
