@@ -70,7 +70,7 @@ func (x GroupRecord_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupRecord_Mode.Descriptor instead.
 func (GroupRecord_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{6, 0}
+	return file_command_records_proto_rawDescGZIP(), []int{7, 0}
 }
 
 // QueueOptions are the per-queue settings of spec §4.1. In a Configure
@@ -629,7 +629,10 @@ type CursorRecord struct {
 	RecentLeases []string `protobuf:"bytes,5,rep,name=recent_leases,json=recentLeases,proto3" json:"recent_leases,omitempty"`
 	// Messages retention removed before the group consumed them (spec §5.9):
 	// the group went on from the oldest message still there.
-	Skipped       uint64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped uint64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The runs of recent_leases, in the same order: a retried ack under a
+	// released lease finds its message in them, however old it is.
+	RecentRuns    []*LeaseRun `protobuf:"bytes,7,rep,name=recent_runs,json=recentRuns,proto3" json:"recent_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -706,6 +709,65 @@ func (x *CursorRecord) GetSkipped() uint64 {
 	return 0
 }
 
+func (x *CursorRecord) GetRecentRuns() []*LeaseRun {
+	if x != nil {
+		return x.RecentRuns
+	}
+	return nil
+}
+
+type LeaseRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FirstSeq      uint64                 `protobuf:"varint,1,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq       uint64                 `protobuf:"varint,2,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRun) Reset() {
+	*x = LeaseRun{}
+	mi := &file_command_records_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRun) ProtoMessage() {}
+
+func (x *LeaseRun) ProtoReflect() protoreflect.Message {
+	mi := &file_command_records_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRun.ProtoReflect.Descriptor instead.
+func (*LeaseRun) Descriptor() ([]byte, []int) {
+	return file_command_records_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LeaseRun) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *LeaseRun) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
 // GroupRecord is the subscription of a consumer group to a queue (spec §5.7)
 // plus the round-robin position of its wildcard pops.
 type GroupRecord struct {
@@ -720,7 +782,7 @@ type GroupRecord struct {
 
 func (x *GroupRecord) Reset() {
 	*x = GroupRecord{}
-	mi := &file_command_records_proto_msgTypes[6]
+	mi := &file_command_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +794,7 @@ func (x *GroupRecord) String() string {
 func (*GroupRecord) ProtoMessage() {}
 
 func (x *GroupRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_records_proto_msgTypes[6]
+	mi := &file_command_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +807,7 @@ func (x *GroupRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRecord.ProtoReflect.Descriptor instead.
 func (*GroupRecord) Descriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{6}
+	return file_command_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GroupRecord) GetMode() GroupRecord_Mode {
@@ -798,7 +860,7 @@ type DLQRecord struct {
 
 func (x *DLQRecord) Reset() {
 	*x = DLQRecord{}
-	mi := &file_command_records_proto_msgTypes[7]
+	mi := &file_command_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +872,7 @@ func (x *DLQRecord) String() string {
 func (*DLQRecord) ProtoMessage() {}
 
 func (x *DLQRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_records_proto_msgTypes[7]
+	mi := &file_command_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +885,7 @@ func (x *DLQRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQRecord.ProtoReflect.Descriptor instead.
 func (*DLQRecord) Descriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{7}
+	return file_command_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DLQRecord) GetMessageId() []byte {
@@ -944,7 +1006,7 @@ type MetaRecord struct {
 
 func (x *MetaRecord) Reset() {
 	*x = MetaRecord{}
-	mi := &file_command_records_proto_msgTypes[8]
+	mi := &file_command_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1018,7 @@ func (x *MetaRecord) String() string {
 func (*MetaRecord) ProtoMessage() {}
 
 func (x *MetaRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_records_proto_msgTypes[8]
+	mi := &file_command_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1031,7 @@ func (x *MetaRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaRecord.ProtoReflect.Descriptor instead.
 func (*MetaRecord) Descriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{8}
+	return file_command_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetaRecord) GetAppliedIndex() uint64 {
@@ -1044,7 +1106,7 @@ type StoredOutcome struct {
 
 func (x *StoredOutcome) Reset() {
 	*x = StoredOutcome{}
-	mi := &file_command_records_proto_msgTypes[9]
+	mi := &file_command_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1118,7 @@ func (x *StoredOutcome) String() string {
 func (*StoredOutcome) ProtoMessage() {}
 
 func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_command_records_proto_msgTypes[9]
+	mi := &file_command_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1131,7 @@ func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
 func (*StoredOutcome) Descriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{9}
+	return file_command_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StoredOutcome) GetRequestHash() []byte {
@@ -1114,7 +1176,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_command_records_proto_msgTypes[10]
+	mi := &file_command_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1188,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_command_records_proto_msgTypes[10]
+	mi := &file_command_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1201,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{10}
+	return file_command_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Refusal) GetKind() string {
@@ -1194,7 +1256,7 @@ type TimerRecord struct {
 
 func (x *TimerRecord) Reset() {
 	*x = TimerRecord{}
-	mi := &file_command_records_proto_msgTypes[11]
+	mi := &file_command_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1268,7 @@ func (x *TimerRecord) String() string {
 func (*TimerRecord) ProtoMessage() {}
 
 func (x *TimerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_records_proto_msgTypes[11]
+	mi := &file_command_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1281,7 @@ func (x *TimerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerRecord.ProtoReflect.Descriptor instead.
 func (*TimerRecord) Descriptor() ([]byte, []int) {
-	return file_command_records_proto_rawDescGZIP(), []int{11}
+	return file_command_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TimerRecord) GetQueue() string {
@@ -1399,7 +1461,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x14\n" +
 	"\x05acked\x18\x05 \x03(\x04R\x05acked\x12\x1d\n" +
 	"\n" +
-	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xe3\x01\n" +
+	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xa0\x02\n" +
 	"\fCursorRecord\x12\x1a\n" +
 	"\bconsumed\x18\x01 \x01(\x04R\bconsumed\x12\x1f\n" +
 	"\vretry_count\x18\x02 \x01(\rR\n" +
@@ -1407,7 +1469,12 @@ const file_command_records_proto_rawDesc = "" +
 	"\x10retry_visible_us\x18\x03 \x01(\x03R\x0eretryVisibleUs\x12-\n" +
 	"\x05lease\x18\x04 \x01(\v2\x17.queen.command.v1.LeaseR\x05lease\x12#\n" +
 	"\rrecent_leases\x18\x05 \x03(\tR\frecentLeases\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\x04R\askipped\"\xb3\x01\n" +
+	"\askipped\x18\x06 \x01(\x04R\askipped\x12;\n" +
+	"\vrecent_runs\x18\a \x03(\v2\x1a.queen.command.v1.LeaseRunR\n" +
+	"recentRuns\"B\n" +
+	"\bLeaseRun\x12\x1b\n" +
+	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xb3\x01\n" +
 	"\vGroupRecord\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".queen.command.v1.GroupRecord.ModeR\x04mode\x12\x17\n" +
 	"\afrom_us\x18\x02 \x01(\x03R\x06fromUs\x12\x1d\n" +
@@ -1493,7 +1560,7 @@ func file_command_records_proto_rawDescGZIP() []byte {
 }
 
 var file_command_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_command_records_proto_goTypes = []any{
 	(GroupRecord_Mode)(0),   // 0: queen.command.v1.GroupRecord.Mode
 	(*QueueOptions)(nil),    // 1: queen.command.v1.QueueOptions
@@ -1502,22 +1569,24 @@ var file_command_records_proto_goTypes = []any{
 	(*MessageRecord)(nil),   // 4: queen.command.v1.MessageRecord
 	(*Lease)(nil),           // 5: queen.command.v1.Lease
 	(*CursorRecord)(nil),    // 6: queen.command.v1.CursorRecord
-	(*GroupRecord)(nil),     // 7: queen.command.v1.GroupRecord
-	(*DLQRecord)(nil),       // 8: queen.command.v1.DLQRecord
-	(*MetaRecord)(nil),      // 9: queen.command.v1.MetaRecord
-	(*StoredOutcome)(nil),   // 10: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),         // 11: queen.command.v1.Refusal
-	(*TimerRecord)(nil),     // 12: queen.command.v1.TimerRecord
+	(*LeaseRun)(nil),        // 7: queen.command.v1.LeaseRun
+	(*GroupRecord)(nil),     // 8: queen.command.v1.GroupRecord
+	(*DLQRecord)(nil),       // 9: queen.command.v1.DLQRecord
+	(*MetaRecord)(nil),      // 10: queen.command.v1.MetaRecord
+	(*StoredOutcome)(nil),   // 11: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),         // 12: queen.command.v1.Refusal
+	(*TimerRecord)(nil),     // 13: queen.command.v1.TimerRecord
 }
 var file_command_records_proto_depIdxs = []int32{
 	1, // 0: queen.command.v1.QueueRecord.options:type_name -> queen.command.v1.QueueOptions
 	5, // 1: queen.command.v1.CursorRecord.lease:type_name -> queen.command.v1.Lease
-	0, // 2: queen.command.v1.GroupRecord.mode:type_name -> queen.command.v1.GroupRecord.Mode
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 2: queen.command.v1.CursorRecord.recent_runs:type_name -> queen.command.v1.LeaseRun
+	0, // 3: queen.command.v1.GroupRecord.mode:type_name -> queen.command.v1.GroupRecord.Mode
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_command_records_proto_init() }
@@ -1532,7 +1601,7 @@ func file_command_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_records_proto_rawDesc), len(file_command_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

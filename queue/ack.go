@@ -111,11 +111,11 @@ func (t *Tx) resolveAcks(items []*command.AckItem) []uint64 {
 	for _, k := range order {
 		idx := byPart[k]
 		ps := t.partitionByID([]byte(k))
-		txns := make([]string, len(idx))
+		its := make([]*command.AckItem, len(idx))
 		for j, i := range idx {
-			txns[j] = items[i].TransactionId
+			its[j] = items[i]
 		}
-		for j, seqs := range t.lookupMany(ps, txns) {
+		for j, seqs := range t.resolveTxns(ps, its) {
 			out[idx[j]] = t.pickAcked(ps, items[idx[j]], seqs)
 		}
 	}
@@ -134,11 +134,7 @@ func (t *Tx) pickAcked(ps *partState, it *command.AckItem, seqs []uint64) uint64
 	case 1:
 		return seqs[0]
 	}
-	group := it.ConsumerGroup
-	if group == "" {
-		group = command.QueueModeGroup
-	}
-	cur := t.cursor(ps.rec.Id, group).rec
+	cur := t.cursor(ps.rec.Id, ackGroupName(it)).rec
 	if l := cur.Lease; l != nil && leases.Live(l, t.now) && (it.LeaseId == "" || it.LeaseId == l.LeaseId) {
 		for _, s := range seqs {
 			if leases.Covers(l, s) {
@@ -283,8 +279,12 @@ func (t *Tx) releaseLease(ag *ackGroup) {
 	}
 	leases.Remove(t.tx, cur.Lease.LeaseId, ag.ps.rec.Id, ag.group)
 	cur.RecentLeases = append(cur.RecentLeases, cur.Lease.LeaseId)
+	cur.RecentRuns = append(cur.RecentRuns, &command.LeaseRun{FirstSeq: cur.Lease.FirstSeq, LastSeq: cur.Lease.LastSeq})
 	if n := len(cur.RecentLeases); n > maxRecentLeases {
 		cur.RecentLeases = append([]string(nil), cur.RecentLeases[n-maxRecentLeases:]...)
+	}
+	if n := len(cur.RecentRuns); n > maxRecentLeases {
+		cur.RecentRuns = append([]*command.LeaseRun(nil), cur.RecentRuns[n-maxRecentLeases:]...)
 	}
 	cur.Lease = nil
 	ag.cs.dirty = true

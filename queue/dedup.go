@@ -3,29 +3,36 @@ package queue
 import (
 	"slices"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/msgstore"
 )
 
-// dedupIndex finds a partition's message by its transactionId: push dedup
-// (spec §5.8) and every ack (acks name messages by transactionId) need it.
-// It lives in memory, per partition, built from the message store's index
-// entries (which keep each record's transaction hash) the first time apply
-// touches the partition, and kept up to date by every push. It is derived
-// state: the same log gives the same index on every replica, and a hash
-// only ever proposes candidates, which the stored record confirms.
+// dedupIndex finds, per partition, the messages created within the queue's
+// dedup window by their transactionId (addendum §4.6): what push dedup
+// needs, and the first place an ack looks. It lives in memory, built from
+// the message store's index entries (which keep each record's createdAt and
+// transaction hash) the first time apply needs a partition, kept up to date
+// by every push and pruned as entries fall out of the window, so it holds
+// what the window holds, not the history. It is derived state: every
+// answer is filtered by the rule itself (created within the window of this
+// entry's time) and confirmed against the stored record, so what a replica
+// happens to hold in memory never changes a verdict.
 //
 // A random-keyed B+tree of transaction ids in the state file would rewrite
 // a page per message at every commit; this costs 8-16 bytes of memory per
-// stored message and no write at all.
+// message in the window and no write at all.
 type dedupIndex struct {
 	parts map[string]*dedupPart
 }
 
 // dedupPart maps a transaction hash to its seq; the rare second seq with
-// the same hash goes to more.
+// the same hash goes to more. Every seq from `from` to the partition's end
+// is in it (and maybe some older ones, about to be pruned).
 type dedupPart struct {
-	seqs map[uint64]uint64
-	more map[uint64][]uint64
+	seqs   map[uint64]uint64
+	more   map[uint64][]uint64
+	from   uint64
+	fromUs int64 // createdAt of seq from, when known (0 = not read yet)
 }
 
 type dedupInsert struct {
@@ -36,17 +43,53 @@ type dedupInsert struct {
 
 func newDedupIndex() *dedupIndex { return &dedupIndex{parts: map[string]*dedupPart{}} }
 
-// part returns the partition's index, building it from the store.
-func (d *dedupIndex) part(b *msgstore.Batch, pid []byte, first, next uint64) *dedupPart {
-	if p, ok := d.parts[string(pid)]; ok {
+// partFor returns the index of ps for a window of windowUs, building it
+// from the store: the seqs created within the window of this entry.
+func (t *Tx) partFor(ps *partState, windowUs int64) *dedupPart {
+	if p, ok := t.d.dedup.parts[string(ps.rec.Id)]; ok {
+		t.prune(ps, p, windowUs)
 		return p
 	}
-	p := &dedupPart{seqs: make(map[uint64]uint64, next-first)}
-	if err := b.EachEntry(pid, first, next, func(seq uint64, e msgstore.Entry) bool { p.add(e.TxnHash, seq); return true }); err != nil {
+	from := t.firstNotBefore(ps.rec, t.now-windowUs)
+	p := &dedupPart{seqs: make(map[uint64]uint64, ps.rec.NextSeq-from), from: from}
+	if err := t.batch.EachEntry(ps.rec.Id, from, ps.rec.NextSeq, func(seq uint64, e msgstore.Entry) bool {
+		if seq == from {
+			p.fromUs = e.CreatedUs
+		}
+		p.add(e.TxnHash, seq)
+		return true
+	}); err != nil {
 		panic("queue: dedup index of a partition: " + err.Error())
 	}
-	d.parts[string(pid)] = p
+	t.d.dedup.parts[string(ps.rec.Id)] = p
 	return p
+}
+
+// pruneChunk bounds the entries one prune reads.
+const pruneChunk = 4096
+
+// prune drops the entries that fell out of the window, a chunk at a time,
+// at most once per command and partition.
+func (t *Tx) prune(ps *partState, p *dedupPart, windowUs int64) {
+	cutoff := t.now - windowUs
+	if p.from >= ps.rec.NextSeq || (p.fromUs != 0 && p.fromUs >= cutoff) || t.pruned[string(ps.rec.Id)] {
+		return
+	}
+	if t.pruned == nil {
+		t.pruned = map[string]bool{}
+	}
+	t.pruned[string(ps.rec.Id)] = true
+	end := min(ps.rec.NextSeq, p.from+pruneChunk)
+	p.fromUs = 0
+	t.batch.EachEntry(ps.rec.Id, p.from, end, func(seq uint64, e msgstore.Entry) bool {
+		if e.CreatedUs >= cutoff {
+			p.fromUs = e.CreatedUs
+			return false
+		}
+		p.removeSeq(e.TxnHash, seq)
+		p.from = seq + 1
+		return true
+	})
 }
 
 func (p *dedupPart) add(hash, seq uint64) {
@@ -79,40 +122,27 @@ func (d *dedupIndex) insert(pid []byte, hash, seq uint64) dedupInsert {
 
 // remove takes an insert back (a command refused as a whole).
 func (d *dedupIndex) remove(in dedupInsert) {
-	p, ok := d.parts[in.pid]
-	if !ok {
-		return
-	}
-	if rest := p.more[in.hash]; len(rest) > 0 && rest[len(rest)-1] == in.seq {
-		if p.more[in.hash] = rest[:len(rest)-1]; len(p.more[in.hash]) == 0 {
-			delete(p.more, in.hash)
-		}
-		return
-	}
-	if p.seqs[in.hash] == in.seq {
-		delete(p.seqs, in.hash)
+	if p, ok := d.parts[in.pid]; ok {
+		p.removeSeq(in.hash, in.seq)
 	}
 }
 
-// drop forgets a partition (deleted).
+// drop forgets a partition (deleted, or its queue's window changed: it is
+// built again for the new window when next needed).
 func (d *dedupIndex) drop(pid []byte) { delete(d.parts, string(pid)) }
 
-// forget takes the seqs from..to-1 of pid out of the index (retention
-// removed them; their files are still there until the batch commits). When
-// they are most of what the index holds, it is dropped instead and built
-// again from what is left the next time it is needed.
-func (d *dedupIndex) forget(b *msgstore.Batch, pid []byte, from, to, live uint64) {
+// forget takes the seqs below first of pid out of the index (retention
+// removed them; their files are still there until the batch commits).
+func (d *dedupIndex) forget(b *msgstore.Batch, pid []byte, first uint64) {
 	p, ok := d.parts[string(pid)]
-	if !ok {
+	if !ok || p.from >= first {
 		return
 	}
-	if to-from >= live {
-		delete(d.parts, string(pid))
+	if err := b.EachEntry(pid, p.from, first, func(seq uint64, e msgstore.Entry) bool { p.removeSeq(e.TxnHash, seq); return true }); err != nil {
+		delete(d.parts, string(pid)) // built again from the files on next use
 		return
 	}
-	if err := b.EachEntry(pid, from, to, func(seq uint64, e msgstore.Entry) bool { p.removeSeq(e.TxnHash, seq); return true }); err != nil {
-		delete(d.parts, string(pid)) // rebuilt from the files on next use
-	}
+	p.from, p.fromUs = first, 0
 }
 
 func (p *dedupPart) removeSeq(hash, seq uint64) {
@@ -141,11 +171,10 @@ func (p *dedupPart) removeSeq(hash, seq uint64) {
 // (addendum §4.6): the newest one with that transactionId created within
 // the queue's dedup window. 0: none, or the window is off.
 func (t *Tx) duplicateOf(ps *partState, txn string, windowUs int64) uint64 {
-	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq) // before the push appends: insert needs it
 	if windowUs <= 0 {
 		return 0
 	}
-	cands := p.candidates(msgstore.TxnHash(txn))
+	cands := t.partFor(ps, windowUs).candidates(msgstore.TxnHash(txn))
 	for i := len(cands) - 1; i >= 0; i-- {
 		seq := cands[i]
 		e, err := t.batch.Entry(ps.rec.Id, seq)
@@ -159,46 +188,130 @@ func (t *Tx) duplicateOf(ps *partState, txn string, windowUs int64) uint64 {
 	return 0
 }
 
-// lookupMany finds the seqs of the messages of ps that carry each of txns,
-// oldest first (none for one that is not there; more than one only where
-// the dedup window let the id in again), confirming the hash candidates
-// with one read of the span of records they cover when it is short (an ack
-// batch names a run of consecutive messages), one read each otherwise.
-func (t *Tx) lookupMany(ps *partState, txns []string) [][]uint64 {
-	p := t.d.dedup.part(t.batch, ps.rec.Id, ps.rec.FirstSeq, ps.rec.NextSeq)
-	out := make([][]uint64, len(txns))
-	cands := make([][]uint64, len(txns))
-	var lo, hi uint64
-	for i, txn := range txns {
-		cands[i] = p.candidates(msgstore.TxnHash(txn))
-		for _, s := range cands[i] {
-			if lo == 0 || s < lo {
-				lo = s
+// maxRunScan bounds the runs an ack resolution reads entry by entry.
+const maxRunScan = 100_000
+
+// resolveTxns finds the messages of ps that each ack item's transactionId
+// names, oldest first. An ack names a message it can act on: one in the
+// run leased to the item's group (live or not), the group's next message,
+// one created within the dedup window, or one in a run the group's lease
+// released recently (a retried ack). That is deterministic (the same on
+// every replica, whatever the dedup index holds) and bounded: an id is
+// never looked up through the whole history.
+func (t *Tx) resolveTxns(ps *partState, items []*command.AckItem) [][]uint64 {
+	pid := ps.rec.Id
+	want := map[uint64]bool{}
+	for _, it := range items {
+		want[msgstore.TxnHash(it.TransactionId)] = true
+	}
+	cands := map[uint64]bool{} // seq → found in a run (true) or only in the window index (false)
+	scan := func(first, last uint64) {
+		lo, hi := max(first, ps.rec.FirstSeq), min(last, ps.rec.NextSeq-1)
+		if lo == 0 || lo > hi || hi-lo >= maxRunScan {
+			return
+		}
+		t.batch.EachEntry(pid, lo, hi+1, func(seq uint64, e msgstore.Entry) bool {
+			if want[e.TxnHash] {
+				cands[seq] = true
 			}
-			hi = max(hi, s)
+			return true
+		})
+	}
+	var recent []*command.LeaseRun
+	seen := map[string]bool{}
+	for _, it := range items {
+		g := ackGroupName(it)
+		if seen[g] {
+			continue
+		}
+		seen[g] = true
+		cur := t.cursor(pid, g).rec
+		next := max(cur.Consumed, ps.rec.FirstSeq-1) + 1
+		scan(next, next)
+		if l := cur.Lease; l != nil {
+			scan(l.FirstSeq, l.LastSeq)
+		}
+		recent = append(recent, cur.RecentRuns...)
+	}
+	windowUs := t.window(ps)
+	if windowUs > 0 {
+		p := t.partFor(ps, windowUs)
+		for h := range want {
+			for _, s := range p.candidates(h) {
+				if _, ok := cands[s]; !ok {
+					cands[s] = false
+				}
+			}
 		}
 	}
-	if lo == 0 {
+	if len(cands) < len(want) { // some id not found yet: the recent runs
+		for _, r := range recent {
+			scan(r.FirstSeq, r.LastSeq)
+		}
+	}
+	return t.confirm(ps, items, cands, windowUs)
+}
+
+// confirm keeps the candidates whose stored record carries an item's
+// transactionId (and, for those only the window index proposed, that were
+// created within the window), reading the span they cover in one piece
+// when it is short.
+func (t *Tx) confirm(ps *partState, items []*command.AckItem, cands map[uint64]bool, windowUs int64) [][]uint64 {
+	pid := ps.rec.Id
+	seqs := make([]uint64, 0, len(cands))
+	for s := range cands {
+		seqs = append(seqs, s)
+	}
+	slices.Sort(seqs)
+	out := make([][]uint64, len(items))
+	if len(seqs) == 0 {
 		return out
 	}
+	lo, hi := seqs[0], seqs[len(seqs)-1]
 	var names []string
+	var created []int64
 	if hi-lo < 4096 {
-		if ns, err := t.batch.Txns(ps.rec.Id, lo, hi); err == nil {
+		if ns, err := t.batch.Txns(pid, lo, hi); err == nil {
 			names = ns
+			t.batch.EachEntry(pid, lo, hi+1, func(_ uint64, e msgstore.Entry) bool { created = append(created, e.CreatedUs); return true })
 		}
 	}
-	for i, txn := range txns {
-		for _, s := range cands[i] {
-			var got string
-			if names != nil {
-				got = names[s-lo]
-			} else if n, err := t.batch.Txn(ps.rec.Id, s); err == nil {
-				got = n
+	byTxn := map[string][]uint64{}
+	for _, s := range seqs {
+		var txn string
+		var at int64
+		if names != nil && int(s-lo) < len(created) {
+			txn, at = names[s-lo], created[s-lo]
+		} else {
+			n, err := t.batch.Txn(pid, s)
+			e, eerr := t.batch.Entry(pid, s)
+			if err != nil || eerr != nil {
+				continue
 			}
-			if got == txn {
-				out[i] = append(out[i], s)
-			}
+			txn, at = n, e.CreatedUs
 		}
+		if !cands[s] && at < t.now-windowUs {
+			continue
+		}
+		byTxn[txn] = append(byTxn[txn], s)
+	}
+	for i, it := range items {
+		out[i] = byTxn[it.TransactionId]
 	}
 	return out
+}
+
+// window is the dedup window of ps's queue.
+func (t *Tx) window(ps *partState) int64 {
+	if qs := t.queue(ps.rec.Queue); qs != nil {
+		return DedupWindowUs(qs.rec.Options)
+	}
+	return DedupWindowUs(&command.QueueOptions{})
+}
+
+func ackGroupName(it *command.AckItem) string {
+	if it.ConsumerGroup == "" {
+		return command.QueueModeGroup
+	}
+	return it.ConsumerGroup
 }

@@ -43,7 +43,8 @@ type Tx struct {
 	now     int64 // µs, the entry's effective time
 	ordinal uint32
 	touched []string
-	dedup   []dedupInsert // this command's inserts, to take back on Discard
+	dedup   []dedupInsert   // this command's inserts, to take back on Discard
+	pruned  map[string]bool // partitions whose dedup index this command pruned
 
 	queues  map[string]*queueState
 	parts   map[string]*partState // key: queue 0 partition

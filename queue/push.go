@@ -18,7 +18,8 @@ func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
 	qs := t.ensureQueue(it.Queue)
 	ps := t.ensurePartition(it.Queue, it.Partition)
 	r.PartitionId = ps.rec.Id
-	if seq := t.duplicateOf(ps, it.TransactionId, DedupWindowUs(qs.rec.Options)); seq != 0 {
+	window := DedupWindowUs(qs.rec.Options)
+	if seq := t.duplicateOf(ps, it.TransactionId, window); seq != 0 {
 		r.Status = command.PushItemResult_DUPLICATE
 		r.Offset = seq
 		if m, err := t.batch.Message(ps.rec.Id, seq); err == nil {
@@ -37,7 +38,9 @@ func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
 	if err := t.batch.AppendRolling(ps.rec.Id, ps.rec.FirstSeq, seq, m, segmentSpanUs(qs.rec.Options)); err != nil {
 		panic("queue: append: " + err.Error()) // the files cannot take it: stop this replica
 	}
-	t.dedup = append(t.dedup, t.d.dedup.insert(ps.rec.Id, msgstore.TxnHash(it.TransactionId), seq))
+	if window > 0 { // duplicateOf built the partition's index
+		t.dedup = append(t.dedup, t.d.dedup.insert(ps.rec.Id, msgstore.TxnHash(it.TransactionId), seq))
+	}
 	qs.rec.Pending++
 	qs.dirty = true
 	ps.rec.NextSeq++

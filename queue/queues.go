@@ -58,9 +58,13 @@ func (t *Tx) Configure(in *command.Configure) *command.ConfigureResult {
 		qs.rec.Task = in.Task
 	}
 	if in.Options != nil {
+		window := DedupWindowUs(qs.rec.Options)
 		// proto.Merge copies exactly the fields set, which for optional
 		// scalars is "present in the request".
 		proto.Merge(qs.rec.Options, in.Options)
+		if DedupWindowUs(qs.rec.Options) != window {
+			t.forgetDedup(in.Queue) // each partition's index holds the old window
+		}
 	}
 	if qs.rec.Options.DedupWindowSeconds == nil { // stored before the window existed
 		w := int64(DefaultDedupWindowSeconds)
@@ -72,6 +76,17 @@ func (t *Tx) Configure(in *command.Configure) *command.ConfigureResult {
 	return &command.ConfigureResult{
 		QueueId: qs.rec.Id, PartitionId: ps.rec.Id, Queue: qs.rec.Name,
 		Namespace: qs.rec.Namespace, Task: qs.rec.Task, Options: proto.Clone(qs.rec.Options).(*command.QueueOptions),
+	}
+}
+
+// forgetDedup drops the dedup index of every partition of queue.
+func (t *Tx) forgetDedup(queue string) {
+	pfx := prefix(queue)
+	cur := t.tx.Cursor(bPartitions)
+	for k, v := cur.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = cur.Next() {
+		rec := &command.PartitionRecord{}
+		command.MustDecodeRecord(v, rec)
+		t.d.dedup.drop(rec.Id)
 	}
 }
 

@@ -269,7 +269,7 @@ func (t *Tx) removePrefix(qs *queueState, ps *partState, first uint64, c *comman
 			cs.dirty = true
 		}
 	}
-	t.d.dedup.forget(t.batch, p.Id, p.FirstSeq, first, p.NextSeq-p.FirstSeq)
+	t.d.dedup.forget(t.batch, p.Id, first)
 	t.batch.DropBefore(p.Id, first)
 	p.Count -= min(p.Count, first-p.FirstSeq)
 	p.FirstSeq = first

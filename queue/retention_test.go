@@ -346,3 +346,44 @@ func TestCompletedRetentionKeepsALiveLease(t *testing.T) {
 		t.Fatalf("cursor %v", cur)
 	}
 }
+
+// The dedup index holds the window, not the history; an old message is
+// still acked (under its lease, as the group's next, or again under the
+// lease that consumed it), in a queue with a window and in one without.
+func TestDedupIndexHoldsTheWindowOnly(t *testing.T) {
+	for _, window := range []int64{10, 0} {
+		h := newDomain(t, "log")
+		q := fmt.Sprint("w", window)
+		h.configure(q, &command.QueueOptions{DedupWindowSeconds: ptr(window)})
+		for i := 0; i < 60; i++ { // 60 batches a second apart
+			h.pushN(q, "p", fmt.Sprint("b", i), 20)
+			h.now += sec
+		}
+		p := h.partRec(q, "p")
+		part := h.d.dedup.parts[string(p.Id)]
+		if window == 0 && part != nil {
+			t.Fatalf("window 0 built an index of %d", len(part.seqs))
+		}
+		if window > 0 && (part == nil || len(part.seqs) > 20*12) {
+			t.Fatalf("window %d s: the index holds %d of %d messages", window, len(part.seqs), p.Count)
+		}
+		// b0-* are 60 s old: outside any window, still acked.
+		res := h.pop(&command.Pop{Queue: q, Batch: 5, LeaseId: "L1"})
+		pid := res.Messages[0].PartitionId
+		for i := 0; i < 5; i++ {
+			r := h.ack(&command.AckItem{TransactionId: fmt.Sprint("b0-", i), PartitionId: pid, LeaseId: "L1"})[0]
+			if !r.Success || r.Error != "" || r.Noop {
+				t.Fatalf("window %d: ack of b0-%d under its lease: %v", window, i, r)
+			}
+		}
+		if r := h.ack(&command.AckItem{TransactionId: "b0-4", PartitionId: pid, LeaseId: "L1"})[0]; !r.Success || !r.Noop {
+			t.Fatalf("window %d: a retried ack under the released lease: %v", window, r)
+		}
+		if r := h.ack(&command.AckItem{TransactionId: "b0-5", PartitionId: pid})[0]; !r.Success || r.Noop {
+			t.Fatalf("window %d: an unleased ack of the next message: %v", window, r)
+		}
+		if r := h.ack(&command.AckItem{TransactionId: "nope", PartitionId: pid})[0]; r.Error != errMessageNotFound {
+			t.Fatalf("window %d: an unknown id: %v", window, r)
+		}
+	}
+}
