@@ -447,20 +447,20 @@ func (b *Batch) EachEntry(pid []byte, first, next uint64, fn func(seq uint64, e 
 	return b.s.eachEntry(pid, first, next, true, fn, b.Entry)
 }
 
-// Txns reads the transaction ids of seqs from..to (inclusive) of a
-// partition, this batch's writes included, with one read of the index and
-// one of the records per segment file the range spans.
-func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, error) {
+// Txns reads the transaction ids and the index entries of seqs from..to
+// (inclusive) of a partition, this batch's writes included, with one read
+// of the index and one of the records per segment file the range spans.
+func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, []Entry, error) {
 	var ents []Entry
 	if err := b.EachEntry(pid, from, to+1, func(_ uint64, e Entry) bool { ents = append(ents, e); return true }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]string, 0, len(ents))
 	for i := 0; i < len(ents); {
 		seq := from + uint64(i)
 		g := b.segmentOf(pid, seq)
 		if g == nil {
-			return nil, ErrNotFound
+			return nil, nil, ErrNotFound
 		}
 		// The run of entries in g's flushed file part, read in one piece.
 		j := i
@@ -470,11 +470,11 @@ func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, error) {
 		if j == i { // unflushed: from the batch's buffer
 			rec, err := b.record(pid, seq)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			txn, err := txnOf(rec)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, txn)
 			i++
@@ -483,17 +483,17 @@ func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, error) {
 		first, last := ents[i], ents[j-1]
 		span := make([]byte, int64(last.Offset)+int64(last.Length)-int64(first.Offset))
 		if err := b.s.readFile(g.logPath, span, int64(first.Offset)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for k := i; k < j; k++ {
 			off := ents[k].Offset - first.Offset
 			txn, err := txnOf(span[off : off+ents[k].Length])
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, txn)
 		}
 		i = j
 	}
-	return out, nil
+	return out, ents, nil
 }

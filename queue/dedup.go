@@ -271,9 +271,11 @@ func (t *Tx) confirm(ps *partState, items []*command.AckItem, cands map[uint64]b
 	var names []string
 	var created []int64
 	if hi-lo < 4096 {
-		if ns, err := t.batch.Txns(pid, lo, hi); err == nil {
+		if ns, ents, err := t.batch.Txns(pid, lo, hi); err == nil {
 			names = ns
-			t.batch.EachEntry(pid, lo, hi+1, func(_ uint64, e msgstore.Entry) bool { created = append(created, e.CreatedUs); return true })
+			for _, e := range ents {
+				created = append(created, e.CreatedUs)
+			}
 		}
 	}
 	byTxn := map[string][]uint64{}
