@@ -355,13 +355,9 @@ func (b *Batch) Done() {
 		delete(s.parts, filepath.Base(dir))
 	}
 	for _, d := range b.drops {
-		p := s.part(d.pid)
-		i := 0
-		for i < len(p.segs) && p.segs[i].below(p.segs[i+1:], d.before) {
-			b.removes = append(b.removes, p.segs[i].logPath, p.segs[i].idxPath)
-			i++
+		for _, g := range s.part(d.pid).dropBelow(d.before) {
+			b.removes = append(b.removes, g.logPath, g.idxPath)
 		}
-		p.segs = p.segs[i:]
 	}
 	if s.pins > 0 {
 		s.later = append(s.later, b.removes...)
@@ -372,14 +368,25 @@ func (b *Batch) Done() {
 	s.removeAll(b.removes)
 }
 
-// below reports whether every record of g is below before; rest are the
-// segments after g.
-func (g *segment) below(rest []*segment, before uint64) bool {
-	if len(rest) > 0 {
-		return rest[0].base <= before
+// dropBelow takes out of p's list, and returns, its leading segments that
+// hold only seqs below before (the last one too when every record in it
+// is). Callers hold s.mu and remove the files.
+func (p *partition) dropBelow(before uint64) []*segment {
+	i := 0
+	for ; i < len(p.segs); i++ {
+		if i+1 < len(p.segs) {
+			if p.segs[i+1].base > before {
+				break
+			}
+			continue
+		}
+		if n := uint64(p.segs[i].totalCount()); n == 0 || p.segs[i].base+n > before {
+			break
+		}
 	}
-	n := uint64(g.totalCount())
-	return n > 0 && g.base+n <= before
+	gone := p.segs[:i:i]
+	p.segs = p.segs[i:]
+	return gone
 }
 
 // tooOld reports whether g's first record is spanUs or more older than

@@ -238,20 +238,7 @@ func (s *Store) RemoveOrphans(live func(dirName string) bool) error {
 func (s *Store) RemoveBelow(parts []PartitionState) error {
 	for _, ps := range parts {
 		s.mu.Lock()
-		p := s.part(ps.PID)
-		var gone []*segment
-		i := 0
-		for ; i < len(p.segs); i++ {
-			end := ps.NextSeq
-			if i+1 < len(p.segs) {
-				end = p.segs[i+1].base
-			}
-			if end > ps.FirstSeq {
-				break
-			}
-			gone = append(gone, p.segs[i])
-		}
-		p.segs = p.segs[i:]
+		gone := s.part(ps.PID).dropBelow(ps.FirstSeq)
 		s.mu.Unlock()
 		for _, g := range gone {
 			s.files.forget(g.logPath)

@@ -54,10 +54,7 @@ func (t *Tx) Acks(items []*command.AckItem, inTxn bool, required []string) []*co
 	for i, it := range items {
 		r := &command.AckItemResult{TransactionId: it.TransactionId}
 		results[i] = r
-		group := it.ConsumerGroup
-		if group == "" {
-			group = command.QueueModeGroup
-		}
+		group := ackGroupName(it)
 		ps := t.partitionByID(it.PartitionId)
 		seq := seqs[i]
 		if seq == 0 {

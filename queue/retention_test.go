@@ -254,8 +254,8 @@ func TestRetentionShrinksTheDedupIndex(t *testing.T) {
 	if p.Count > 250 {
 		t.Fatalf("stored %d", p.Count)
 	}
-	if part := h.d.dedup.parts[string(p.Id)]; part != nil && uint64(len(part.seqs)) != p.Count {
-		t.Fatalf("dedup index holds %d for %d stored", len(part.seqs), p.Count)
+	if part := h.d.dedup.parts[string(p.Id)]; part == nil || uint64(len(part.seqs)) != p.Count {
+		t.Fatalf("dedup index %v for %d stored", part, p.Count)
 	}
 	// A removed message's id is no duplicate any more, whatever the window.
 	if r := h.push(item("q", "p", "b0-1"))[0]; r.Status != command.PushItemResult_QUEUED {
