@@ -98,8 +98,14 @@ type QueueOptions struct {
 	// duplicate; 0 = no dedup. Unset (records written before it existed)
 	// means the default, 3600.
 	DedupWindowSeconds *int64 `protobuf:"varint,17,opt,name=dedup_window_seconds,json=dedupWindowSeconds,proto3,oneof" json:"dedup_window_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Retries (spec §5.4, DESIGN.md): a failed delivery waits retry_delay
+	// (plus a deterministic jitter of at most +25%); with retry_backoff the
+	// n-th failure waits retry_delay * 2^(n-1), capped at retry_delay_max
+	// (milliseconds; unset or 0 = 300000, never below retry_delay).
+	RetryBackoff  *bool  `protobuf:"varint,18,opt,name=retry_backoff,json=retryBackoff,proto3,oneof" json:"retry_backoff,omitempty"`
+	RetryDelayMax *int64 `protobuf:"varint,19,opt,name=retry_delay_max,json=retryDelayMax,proto3,oneof" json:"retry_delay_max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueOptions) Reset() {
@@ -240,6 +246,20 @@ func (x *QueueOptions) GetEncryptionEnabled() bool {
 func (x *QueueOptions) GetDedupWindowSeconds() int64 {
 	if x != nil && x.DedupWindowSeconds != nil {
 		return *x.DedupWindowSeconds
+	}
+	return 0
+}
+
+func (x *QueueOptions) GetRetryBackoff() bool {
+	if x != nil && x.RetryBackoff != nil {
+		return *x.RetryBackoff
+	}
+	return false
+}
+
+func (x *QueueOptions) GetRetryDelayMax() int64 {
+	if x != nil && x.RetryDelayMax != nil {
+		return *x.RetryDelayMax
 	}
 	return 0
 }
@@ -1386,7 +1406,7 @@ var File_command_records_proto protoreflect.FileDescriptor
 
 const file_command_records_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/records.proto\x12\x10queen.command.v1\"\xaf\b\n" +
+	"\x15command/records.proto\x12\x10queen.command.v1\"\xac\t\n" +
 	"\fQueueOptions\x12\"\n" +
 	"\n" +
 	"lease_time\x18\x01 \x01(\x03H\x00R\tleaseTime\x88\x01\x01\x12$\n" +
@@ -1408,7 +1428,9 @@ const file_command_records_proto_rawDesc = "" +
 	"\x11dead_letter_queue\x18\r \x01(\bH\fR\x0fdeadLetterQueue\x88\x01\x01\x126\n" +
 	"\x15dlq_after_max_retries\x18\x0e \x01(\bH\rR\x12dlqAfterMaxRetries\x88\x01\x01\x122\n" +
 	"\x12encryption_enabled\x18\x0f \x01(\bH\x0eR\x11encryptionEnabled\x88\x01\x01\x125\n" +
-	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01B\r\n" +
+	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01\x12(\n" +
+	"\rretry_backoff\x18\x12 \x01(\bH\x10R\fretryBackoff\x88\x01\x01\x12+\n" +
+	"\x0fretry_delay_max\x18\x13 \x01(\x03H\x11R\rretryDelayMax\x88\x01\x01B\r\n" +
 	"\v_lease_timeB\x0e\n" +
 	"\f_retry_limitB\x0e\n" +
 	"\f_retry_delayB\v\n" +
@@ -1424,7 +1446,9 @@ const file_command_records_proto_rawDesc = "" +
 	"\x12_dead_letter_queueB\x18\n" +
 	"\x16_dlq_after_max_retriesB\x15\n" +
 	"\x13_encryption_enabledB\x17\n" +
-	"\x15_dedup_window_secondsJ\x04\b\x10\x10\x11\"\xf3\x01\n" +
+	"\x15_dedup_window_secondsB\x10\n" +
+	"\x0e_retry_backoffB\x12\n" +
+	"\x10_retry_delay_maxJ\x04\b\x10\x10\x11\"\xf3\x01\n" +
 	"\vQueueRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +

@@ -113,9 +113,10 @@ func TestFailedAckReleasesTheLeaseAndFencesLaterAcks(t *testing.T) {
 	eq(t, "retryCount", next.Messages[0].RetryCount, uint32(1))
 }
 
-func TestRetryDelayBacksOffExponentially(t *testing.T) {
-	h := newHarness(t)
-	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(10)), RetryDelay: ptr(int64(1000))})
+// retryWaits fails the one message of q four times and measures, in 100 ms
+// steps of entry time, how long each failure kept it away.
+func retryWaits(t *testing.T, h *harness) []time.Duration {
+	t.Helper()
 	h.push(item("q", "", "a"))
 	var waits []time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
@@ -135,9 +136,26 @@ func TestRetryDelayBacksOffExponentially(t *testing.T) {
 		h.advance(time.Hour) // let the lease just taken expire
 		waits = append(waits, w)
 	}
-	for i, w := range waits {
-		base := time.Second << i
-		if w < base || w > base*5/4+200*time.Millisecond {
+	return waits
+}
+
+func TestRetryDelayIsConstantByDefault(t *testing.T) {
+	h := newHarness(t)
+	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(10)), RetryDelay: ptr(int64(1000))})
+	for i, w := range retryWaits(t, h) {
+		if w < time.Second || w > time.Second*5/4+100*time.Millisecond {
+			t.Fatalf("wait %d = %v, want 1s..+25%%", i, w)
+		}
+	}
+}
+
+func TestRetryBackoffIsAnOption(t *testing.T) {
+	h := newHarness(t)
+	h.configure("q", &command.QueueOptions{RetryLimit: ptr(int64(10)), RetryDelay: ptr(int64(1000)),
+		RetryBackoff: ptr(true), RetryDelayMax: ptr(int64(5000))})
+	for i, w := range retryWaits(t, h) {
+		base := min(time.Second<<i, 5*time.Second)
+		if w < base || w > base*5/4+100*time.Millisecond {
 			t.Fatalf("wait %d = %v, want %v..+25%%", i, w, base)
 		}
 	}

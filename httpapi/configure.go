@@ -95,5 +95,6 @@ func optionsOut(o *command.QueueOptions) map[string]any {
 		"retentionSeconds": o.GetRetentionSeconds(), "completedRetentionSeconds": o.GetCompletedRetentionSeconds(),
 		"retentionEnabled": o.GetRetentionEnabled(), "encryptionEnabled": o.GetEncryptionEnabled(),
 		"maxWaitTimeSeconds": o.GetMaxWaitTimeSeconds(), "dedupWindowSeconds": queue.DedupWindowUs(o) / 1e6,
+		"retryBackoff": o.GetRetryBackoff(), "retryDelayMax": o.GetRetryDelayMax(),
 	}
 }

@@ -364,3 +364,29 @@ func TestLiveWrongMethodIsAJSON404(t *testing.T) {
 		t.Fatalf("GET /api/v1/push: %d %s", code, b)
 	}
 }
+
+// With the defaults (retryLimit 3, retryDelay 1000 ms) a consumer that
+// long-polls 2 s and stops at its first empty answer sees a failing message
+// all four times and leaves it in the DLQ: each failure waits about
+// retryDelay, not retryDelay doubled.
+func TestLiveDefaultRetriesReachTheDLQWithinAPatientConsumer(t *testing.T) {
+	l := startLive(t)
+	l.json("POST", "/api/v1/configure", `{"queue":"d"}`, 200, nil)
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"d","transactionId":"x","payload":{}}]}`, 201, nil)
+	deliveries := 0
+	for {
+		p := l.pop("/api/v1/pop/queue/d?wait=true&timeout=2000")
+		if len(p.Messages) == 0 {
+			break
+		}
+		deliveries++
+		l.json("POST", "/api/v1/ack", ackBody(p.Messages[0], "failed"), 200, nil)
+	}
+	var dlq struct {
+		Total int `json:"total"`
+	}
+	l.json("GET", "/api/v1/dlq?queue=d", "", 200, &dlq)
+	if deliveries != 4 || dlq.Total != 1 {
+		t.Fatalf("%d deliveries, %d in the DLQ; want 4 and 1", deliveries, dlq.Total)
+	}
+}

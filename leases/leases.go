@@ -67,22 +67,38 @@ func MarkConsumed(cur *command.CursorRecord, seq uint64) (runDone bool) {
 	return l != nil && cur.Consumed >= l.LastSeq
 }
 
-// RetryDelayUs is how long a message waits after the attempt-th failed
-// delivery (attempt >= 1): retryDelay doubled per attempt, capped at
-// max(retryDelay, 5 minutes), plus up to 25% jitter. The jitter is a hash of
-// the message id and the attempt, never a random draw, so every replica
-// computes the same instant.
-func RetryDelayUs(retryDelayMs int64, attempt uint32, messageID []byte) int64 {
-	if retryDelayMs <= 0 {
+// DefaultRetryDelayMaxMs caps an exponential backoff when a queue sets no
+// retryDelayMax: 5 minutes.
+const DefaultRetryDelayMaxMs = 300_000
+
+// Retry is how a queue spaces redeliveries after failed acks (spec §5.4).
+type Retry struct {
+	DelayMs    int64 // retryDelay
+	Backoff    bool  // retryBackoff: double the delay per failure
+	MaxDelayMs int64 // retryDelayMax: the backoff's cap; 0 = DefaultRetryDelayMaxMs
+}
+
+// DelayUs is how long a message waits after the attempt-th failed delivery
+// (attempt >= 1): retryDelay each time, or with Backoff retryDelay doubled
+// per attempt up to max(retryDelay, MaxDelayMs); plus a jitter of up to 25%.
+// The jitter is a hash of the message id and the attempt, never a random
+// draw, so every replica computes the same instant.
+func (r Retry) DelayUs(attempt uint32, messageID []byte) int64 {
+	if r.DelayMs <= 0 {
 		return 0
 	}
-	base := retryDelayMs * 1000
-	limit := max(base, 300*1e6)
-	d := base
-	for i := uint32(1); i < attempt && d < limit; i++ {
-		d *= 2
+	d := r.DelayMs * 1000
+	if r.Backoff {
+		limitMs := r.MaxDelayMs
+		if limitMs <= 0 {
+			limitMs = DefaultRetryDelayMaxMs
+		}
+		limit := max(d, limitMs*1000)
+		for i := uint32(1); i < attempt && d < limit; i++ {
+			d *= 2
+		}
+		d = min(d, limit)
 	}
-	d = min(d, limit)
 	h := fnv.New64a()
 	h.Write(messageID)
 	var a [4]byte

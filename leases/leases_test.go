@@ -43,21 +43,3 @@ func TestMarkConsumedContiguousPrefix(t *testing.T) {
 		t.Fatalf("acked list kept %v", cur.Lease.Acked)
 	}
 }
-
-func TestRetryDelayIsDeterministicAndBounded(t *testing.T) {
-	id := []byte("0123456789abcdef")
-	for attempt := uint32(1); attempt < 40; attempt++ {
-		d := RetryDelayUs(1000, attempt, id)
-		if d != RetryDelayUs(1000, attempt, id) {
-			t.Fatal("jitter is not deterministic")
-		}
-		base := int64(1000) * 1000 << min(attempt-1, 20)
-		base = min(base, 300e6)
-		if d < base || d > base+base/4 {
-			t.Fatalf("attempt %d: %d not in [%d, +25%%]", attempt, d, base)
-		}
-	}
-	if RetryDelayUs(0, 3, id) != 0 {
-		t.Fatal("retryDelay 0 must mean no delay")
-	}
-}

@@ -246,7 +246,7 @@ func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.Ac
 		}
 		ag.retrySpent = true
 		cur.RetryCount++
-		cur.RetryVisibleUs = t.now + leases.RetryDelayUs(ag.qs.rec.Options.GetRetryDelay(), cur.RetryCount, t.messageID(ag, seq))
+		cur.RetryVisibleUs = t.now + retryOf(ag.qs.rec.Options).DelayUs(cur.RetryCount, t.messageID(ag, seq))
 		ag.cs.dirty = true
 		t.touch(ag.ps.rec.Queue)
 	}

@@ -17,6 +17,7 @@ func DefaultOptions() *command.QueueOptions {
 		RetentionEnabled: b(false), RetentionSeconds: i(0), CompletedRetentionSeconds: i(0),
 		MaxWaitTimeSeconds: i(0), DeadLetterQueue: b(false), DlqAfterMaxRetries: b(false),
 		EncryptionEnabled: b(false), DedupWindowSeconds: i(DefaultDedupWindowSeconds),
+		RetryBackoff: b(false), RetryDelayMax: i(leases.DefaultRetryDelayMaxMs),
 	}
 }
 
@@ -30,6 +31,11 @@ func DedupWindowUs(o *command.QueueOptions) int64 {
 		return DefaultDedupWindowSeconds * 1e6
 	}
 	return o.GetDedupWindowSeconds() * 1e6
+}
+
+// retryOf is how the queue spaces redeliveries (spec §5.4).
+func retryOf(o *command.QueueOptions) leases.Retry {
+	return leases.Retry{DelayMs: o.GetRetryDelay(), Backoff: o.GetRetryBackoff(), MaxDelayMs: o.GetRetryDelayMax()}
 }
 
 // leaseSeconds is the lease length of a pop: 0 falls back to 60 (spec §4.1).

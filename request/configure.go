@@ -43,7 +43,7 @@ func ConfigureQueue(in Configure) (*command.Configure, error) {
 		}
 		name := fd.JSONName()
 		n, limit := v.Int(), int64(MaxSeconds)
-		if name == "retryDelay" {
+		if name == "retryDelay" || name == "retryDelayMax" {
 			limit = MaxSeconds * 1000
 		}
 		switch {

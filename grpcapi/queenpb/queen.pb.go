@@ -1962,8 +1962,13 @@ type QueueOptions struct {
 	EncryptionEnabled         *bool                  `protobuf:"varint,15,opt,name=encryption_enabled,json=encryptionEnabled,proto3,oneof" json:"encryption_enabled,omitempty"`
 	// Dedup window (addendum §4.6): s; 0 = no dedup; default 3600.
 	DedupWindowSeconds *int64 `protobuf:"varint,17,opt,name=dedup_window_seconds,json=dedupWindowSeconds,proto3,oneof" json:"dedup_window_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Retries: constant retry_delay (+ at most 25% jitter) unless
+	// retry_backoff, then doubled per failure up to retry_delay_max ms
+	// (default 300000).
+	RetryBackoff  *bool  `protobuf:"varint,18,opt,name=retry_backoff,json=retryBackoff,proto3,oneof" json:"retry_backoff,omitempty"`
+	RetryDelayMax *int64 `protobuf:"varint,19,opt,name=retry_delay_max,json=retryDelayMax,proto3,oneof" json:"retry_delay_max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueOptions) Reset() {
@@ -2104,6 +2109,20 @@ func (x *QueueOptions) GetEncryptionEnabled() bool {
 func (x *QueueOptions) GetDedupWindowSeconds() int64 {
 	if x != nil && x.DedupWindowSeconds != nil {
 		return *x.DedupWindowSeconds
+	}
+	return 0
+}
+
+func (x *QueueOptions) GetRetryBackoff() bool {
+	if x != nil && x.RetryBackoff != nil {
+		return *x.RetryBackoff
+	}
+	return false
+}
+
+func (x *QueueOptions) GetRetryDelayMax() int64 {
+	if x != nil && x.RetryDelayMax != nil {
+		return *x.RetryDelayMax
 	}
 	return 0
 }
@@ -3810,7 +3829,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xaf\b\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xac\t\n" +
 	"\fQueueOptions\x12\"\n" +
 	"\n" +
 	"lease_time\x18\x01 \x01(\x03H\x00R\tleaseTime\x88\x01\x01\x12$\n" +
@@ -3832,7 +3851,9 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x11dead_letter_queue\x18\r \x01(\bH\fR\x0fdeadLetterQueue\x88\x01\x01\x126\n" +
 	"\x15dlq_after_max_retries\x18\x0e \x01(\bH\rR\x12dlqAfterMaxRetries\x88\x01\x01\x122\n" +
 	"\x12encryption_enabled\x18\x0f \x01(\bH\x0eR\x11encryptionEnabled\x88\x01\x01\x125\n" +
-	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01B\r\n" +
+	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01\x12(\n" +
+	"\rretry_backoff\x18\x12 \x01(\bH\x10R\fretryBackoff\x88\x01\x01\x12+\n" +
+	"\x0fretry_delay_max\x18\x13 \x01(\x03H\x11R\rretryDelayMax\x88\x01\x01B\r\n" +
 	"\v_lease_timeB\x0e\n" +
 	"\f_retry_limitB\x0e\n" +
 	"\f_retry_delayB\v\n" +
@@ -3848,7 +3869,9 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x12_dead_letter_queueB\x18\n" +
 	"\x16_dlq_after_max_retriesB\x15\n" +
 	"\x13_encryption_enabledB\x17\n" +
-	"\x15_dedup_window_secondsJ\x04\b\x10\x10\x11\"\xad\x01\n" +
+	"\x15_dedup_window_secondsB\x10\n" +
+	"\x0e_retry_backoffB\x12\n" +
+	"\x10_retry_delay_maxJ\x04\b\x10\x10\x11\"\xad\x01\n" +
 	"\x10ConfigureRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
 	"\tnamespace\x18\x02 \x01(\tH\x00R\tnamespace\x88\x01\x01\x12\x17\n" +
