@@ -87,6 +87,7 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 		case <-tick.C:
 			n.sweep(stop)
 			n.retain(stop)
+			n.drainBuffer(stop)
 		case <-membership.C:
 			n.reconcile()
 		case <-timers.C:
@@ -168,6 +169,34 @@ func (n *Node) retain(stop chan struct{}) {
 			return
 		}
 		after = r.Next
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
+// drainBuffer appends, in bounded steps, the pushes push maintenance held
+// once it is off (spec §4.14). A POST that ends maintenance drains too;
+// this finishes what it left, or what a leader change interrupted.
+func (n *Node) drainBuffer(stop chan struct{}) {
+	for i := 0; i < 1000; i++ {
+		due := false
+		_ = n.fsm.Read(func(r *fsm.Reader) error { s := r.Switches(); due = !s.PushMaintenance && s.Buffered > 0; return nil })
+		if !due {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{Limit: n.cfg.SweepLimit}}})
+		cancel()
+		if err != nil {
+			n.log.Warn("draining the push buffer failed; will retry", "err", err)
+			return
+		}
+		if d, ok := res.(*command.DrainResult); !ok || d.Appended == 0 {
+			return
+		}
 		select {
 		case <-stop:
 			return

@@ -91,21 +91,30 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 type depthCollector struct{ n *Node }
 
 var (
-	queueDepthDesc = prometheus.NewDesc("queen_queue_depth", "Messages pending in queue mode, by queue.", []string{"queue"}, nil)
-	dlqDepthDesc   = prometheus.NewDesc("queen_dlq_depth_by_queue", "Dead letters stored, by queue.", []string{"queue"}, nil)
-	dlqTotalDesc   = prometheus.NewDesc("queen_dlq_depth", "Dead letters stored.", nil, prometheus.Labels{"scope": "cluster"})
+	queueDepthDesc  = prometheus.NewDesc("queen_queue_depth", "Messages pending in queue mode, by queue.", []string{"queue"}, nil)
+	dlqDepthDesc    = prometheus.NewDesc("queen_dlq_depth_by_queue", "Dead letters stored, by queue.", []string{"queue"}, nil)
+	dlqTotalDesc    = prometheus.NewDesc("queen_dlq_depth", "Dead letters stored.", nil, prometheus.Labels{"scope": "cluster"})
+	maintenanceDesc = prometheus.NewDesc("queen_maintenance_mode_enabled",
+		"1 while push maintenance is on (mode=push: pushes are buffered) or pop maintenance (mode=pop: pops answer empty).", []string{"mode"}, nil)
+	bufferedDesc = prometheus.NewDesc("queen_maintenance_buffered_messages", "Pushes held in the push-maintenance buffer.", nil, nil)
 )
 
 func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- dlqDepthDesc
 	ch <- dlqTotalDesc
+	ch <- maintenanceDesc
+	ch <- bufferedDesc
 }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	now := d.n.Now()
 	var dlqTotal float64
 	_ = d.n.fsm.Read(func(r *fsm.Reader) error {
+		s := r.Switches()
+		ch <- prometheus.MustNewConstMetric(maintenanceDesc, prometheus.GaugeValue, b2f(s.PushMaintenance), "push")
+		ch <- prometheus.MustNewConstMetric(maintenanceDesc, prometheus.GaugeValue, b2f(s.PopMaintenance), "pop")
+		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(s.Buffered))
 		for _, q := range r.Queues() {
 			var st fsm.PartitionStats
 			for _, p := range r.Partitions(q.Name) {
@@ -118,4 +127,11 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		return nil
 	})
 	ch <- prometheus.MustNewConstMetric(dlqTotalDesc, prometheus.GaugeValue, dlqTotal)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -277,6 +277,10 @@ type Command struct {
 	//	*Command_Timers
 	//	*Command_FireTimers
 	//	*Command_Retain
+	//	*Command_DeleteGroup
+	//	*Command_SetSubscription
+	//	*Command_Seek
+	//	*Command_DrainBuffer
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -482,6 +486,42 @@ func (x *Command) GetRetain() *Retain {
 	return nil
 }
 
+func (x *Command) GetDeleteGroup() *DeleteGroup {
+	if x != nil {
+		if x, ok := x.Body.(*Command_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetSubscription() *SetSubscription {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetSubscription); ok {
+			return x.SetSubscription
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSeek() *Seek {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Seek); ok {
+			return x.Seek
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDrainBuffer() *DrainBuffer {
+	if x != nil {
+		if x, ok := x.Body.(*Command_DrainBuffer); ok {
+			return x.DrainBuffer
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -546,6 +586,22 @@ type Command_Retain struct {
 	Retain *Retain `protobuf:"bytes,24,opt,name=retain,proto3,oneof"`
 }
 
+type Command_DeleteGroup struct {
+	DeleteGroup *DeleteGroup `protobuf:"bytes,25,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
+type Command_SetSubscription struct {
+	SetSubscription *SetSubscription `protobuf:"bytes,26,opt,name=set_subscription,json=setSubscription,proto3,oneof"`
+}
+
+type Command_Seek struct {
+	Seek *Seek `protobuf:"bytes,27,opt,name=seek,proto3,oneof"`
+}
+
+type Command_DrainBuffer struct {
+	DrainBuffer *DrainBuffer `protobuf:"bytes,28,opt,name=drain_buffer,json=drainBuffer,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -575,6 +631,14 @@ func (*Command_Timers) isCommand_Body() {}
 func (*Command_FireTimers) isCommand_Body() {}
 
 func (*Command_Retain) isCommand_Body() {}
+
+func (*Command_DeleteGroup) isCommand_Body() {}
+
+func (*Command_SetSubscription) isCommand_Body() {}
+
+func (*Command_Seek) isCommand_Body() {}
+
+func (*Command_DrainBuffer) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2119,11 +2183,319 @@ func (x *IdempotencyRecord) GetRefusal() *Refusal {
 	return nil
 }
 
+// DeleteGroup drops a consumer group's cursors and leases (spec §4.11): in
+// one queue, or in every queue when queue is empty; with delete_metadata its
+// subscription records too, so that its next pop subscribes afresh.
+type DeleteGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Group          string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Queue          string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"` // "" = every queue
+	DeleteMetadata bool                   `protobuf:"varint,3,opt,name=delete_metadata,json=deleteMetadata,proto3" json:"delete_metadata,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteGroup) Reset() {
+	*x = DeleteGroup{}
+	mi := &file_command_commands_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroup) ProtoMessage() {}
+
+func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
+func (*DeleteGroup) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteGroup) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeleteGroup) GetDeleteMetadata() bool {
+	if x != nil {
+		return x.DeleteMetadata
+	}
+	return false
+}
+
+// SetSubscription moves the stored subscription start of a group in every
+// queue it is subscribed to; existing cursors are untouched (spec §4.11).
+type SetSubscription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	FromUs        int64                  `protobuf:"varint,2,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSubscription) Reset() {
+	*x = SetSubscription{}
+	mi := &file_command_commands_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSubscription) ProtoMessage() {}
+
+func (x *SetSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSubscription.ProtoReflect.Descriptor instead.
+func (*SetSubscription) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SetSubscription) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SetSubscription) GetFromUs() int64 {
+	if x != nil {
+		return x.FromUs
+	}
+	return 0
+}
+
+// Seek moves where a group reads (spec §4.11). Over a queue it moves every
+// partition where the group has a cursor: to the newest message (to_end),
+// or to the last message created at or before timestamp_us. With partition
+// set it moves that one partition to its end. The group's leases there are
+// released; one entry, so a seek is all or nothing.
+type Seek struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	ToEnd         bool                   `protobuf:"varint,3,opt,name=to_end,json=toEnd,proto3" json:"to_end,omitempty"`
+	TimestampUs   int64                  `protobuf:"varint,4,opt,name=timestamp_us,json=timestampUs,proto3" json:"timestamp_us,omitempty"`
+	Partition     string                 `protobuf:"bytes,5,opt,name=partition,proto3" json:"partition,omitempty"`
+	OnePartition  bool                   `protobuf:"varint,6,opt,name=one_partition,json=onePartition,proto3" json:"one_partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Seek) Reset() {
+	*x = Seek{}
+	mi := &file_command_commands_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Seek) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Seek) ProtoMessage() {}
+
+func (x *Seek) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Seek.ProtoReflect.Descriptor instead.
+func (*Seek) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Seek) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Seek) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Seek) GetToEnd() bool {
+	if x != nil {
+		return x.ToEnd
+	}
+	return false
+}
+
+func (x *Seek) GetTimestampUs() int64 {
+	if x != nil {
+		return x.TimestampUs
+	}
+	return 0
+}
+
+func (x *Seek) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *Seek) GetOnePartition() bool {
+	if x != nil {
+		return x.OnePartition
+	}
+	return false
+}
+
+// DrainBuffer appends up to limit pushes buffered during push maintenance
+// (spec §4.14), oldest first, once maintenance is off.
+type DrainBuffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainBuffer) Reset() {
+	*x = DrainBuffer{}
+	mi := &file_command_commands_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainBuffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainBuffer) ProtoMessage() {}
+
+func (x *DrainBuffer) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainBuffer.ProtoReflect.Descriptor instead.
+func (*DrainBuffer) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DrainBuffer) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// BufferedPush is a push held by push maintenance, with the time its entry
+// was stamped (the message's createdAt is the time it is appended).
+// (A record of the push buffer; it lives here beside PushItem.)
+type BufferedPush struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Item          *PushItem              `protobuf:"bytes,1,opt,name=item,proto3" json:"item,omitempty"`
+	ReceivedUs    int64                  `protobuf:"varint,2,opt,name=received_us,json=receivedUs,proto3" json:"received_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BufferedPush) Reset() {
+	*x = BufferedPush{}
+	mi := &file_command_commands_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BufferedPush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BufferedPush) ProtoMessage() {}
+
+func (x *BufferedPush) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BufferedPush.ProtoReflect.Descriptor instead.
+func (*BufferedPush) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *BufferedPush) GetItem() *PushItem {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *BufferedPush) GetReceivedUs() int64 {
+	if x != nil {
+		return x.ReceivedUs
+	}
+	return 0
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x82\b\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x88\n" +
+	"\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -2145,7 +2517,11 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x06timers\x18\x16 \x01(\v2\x1c.queen.command.v1.TimerBatchH\x00R\x06timers\x12?\n" +
 	"\vfire_timers\x18\x17 \x01(\v2\x1c.queen.command.v1.FireTimersH\x00R\n" +
 	"fireTimers\x122\n" +
-	"\x06retain\x18\x18 \x01(\v2\x18.queen.command.v1.RetainH\x00R\x06retainB\x06\n" +
+	"\x06retain\x18\x18 \x01(\v2\x18.queen.command.v1.RetainH\x00R\x06retain\x12B\n" +
+	"\fdelete_group\x18\x19 \x01(\v2\x1d.queen.command.v1.DeleteGroupH\x00R\vdeleteGroup\x12N\n" +
+	"\x10set_subscription\x18\x1a \x01(\v2!.queen.command.v1.SetSubscriptionH\x00R\x0fsetSubscription\x12,\n" +
+	"\x04seek\x18\x1b \x01(\v2\x16.queen.command.v1.SeekH\x00R\x04seek\x12B\n" +
+	"\fdrain_buffer\x18\x1c \x01(\v2\x1d.queen.command.v1.DrainBufferH\x00R\vdrainBufferB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -2300,7 +2676,27 @@ const file_command_commands_proto_rawDesc = "" +
 	"\vttl_seconds\x18\x03 \x01(\x03R\n" +
 	"ttlSeconds\"H\n" +
 	"\x11IdempotencyRecord\x123\n" +
-	"\arefusal\x18\x01 \x01(\v2\x19.queen.command.v1.RefusalR\arefusal*:\n" +
+	"\arefusal\x18\x01 \x01(\v2\x19.queen.command.v1.RefusalR\arefusal\"b\n" +
+	"\vDeleteGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12'\n" +
+	"\x0fdelete_metadata\x18\x03 \x01(\bR\x0edeleteMetadata\"@\n" +
+	"\x0fSetSubscription\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
+	"\afrom_us\x18\x02 \x01(\x03R\x06fromUs\"\xaf\x01\n" +
+	"\x04Seek\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x15\n" +
+	"\x06to_end\x18\x03 \x01(\bR\x05toEnd\x12!\n" +
+	"\ftimestamp_us\x18\x04 \x01(\x03R\vtimestampUs\x12\x1c\n" +
+	"\tpartition\x18\x05 \x01(\tR\tpartition\x12#\n" +
+	"\rone_partition\x18\x06 \x01(\bR\fonePartition\"#\n" +
+	"\vDrainBuffer\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"_\n" +
+	"\fBufferedPush\x12.\n" +
+	"\x04item\x18\x01 \x01(\v2\x1a.queen.command.v1.PushItemR\x04item\x12\x1f\n" +
+	"\vreceived_us\x18\x02 \x01(\x03R\n" +
+	"receivedUs*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -2321,7 +2717,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -2349,8 +2745,13 @@ var file_command_commands_proto_goTypes = []any{
 	(*SetSwitches)(nil),       // 23: queen.command.v1.SetSwitches
 	(*Idempotency)(nil),       // 24: queen.command.v1.Idempotency
 	(*IdempotencyRecord)(nil), // 25: queen.command.v1.IdempotencyRecord
-	(*QueueOptions)(nil),      // 26: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 27: queen.command.v1.Refusal
+	(*DeleteGroup)(nil),       // 26: queen.command.v1.DeleteGroup
+	(*SetSubscription)(nil),   // 27: queen.command.v1.SetSubscription
+	(*Seek)(nil),              // 28: queen.command.v1.Seek
+	(*DrainBuffer)(nil),       // 29: queen.command.v1.DrainBuffer
+	(*BufferedPush)(nil),      // 30: queen.command.v1.BufferedPush
+	(*QueueOptions)(nil),      // 31: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 32: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
 	24, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -2369,26 +2770,31 @@ var file_command_commands_proto_depIdxs = []int32{
 	14, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
 	15, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
 	20, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
-	6,  // 16: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 17: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 18: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	9,  // 19: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	9,  // 20: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	6,  // 21: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	11, // 22: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	21, // 23: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	13, // 24: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	2,  // 25: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	13, // 26: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	26, // 27: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 28: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	21, // 29: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	27, // 30: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	26, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
+	27, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
+	28, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
+	29, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
+	6,  // 20: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 21: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 22: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	9,  // 23: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	9,  // 24: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	6,  // 25: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	11, // 26: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	21, // 27: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	13, // 28: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	2,  // 29: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	13, // 30: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	31, // 31: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 32: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	21, // 33: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	32, // 34: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	6,  // 35: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -2413,6 +2819,10 @@ func file_command_commands_proto_init() {
 		(*Command_Timers)(nil),
 		(*Command_FireTimers)(nil),
 		(*Command_Retain)(nil),
+		(*Command_DeleteGroup)(nil),
+		(*Command_SetSubscription)(nil),
+		(*Command_Seek)(nil),
+		(*Command_DrainBuffer)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -2425,7 +2835,7 @@ func file_command_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1020,8 +1020,11 @@ type MetaRecord struct {
 	KvDisabled             bool `protobuf:"varint,5,opt,name=kv_disabled,json=kvDisabled,proto3" json:"kv_disabled,omitempty"`
 	TimersScheduleDisabled bool `protobuf:"varint,6,opt,name=timers_schedule_disabled,json=timersScheduleDisabled,proto3" json:"timers_schedule_disabled,omitempty"`
 	TimersFireDisabled     bool `protobuf:"varint,7,opt,name=timers_fire_disabled,json=timersFireDisabled,proto3" json:"timers_fire_disabled,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Pushes held by push maintenance (spec §4.14), waiting in the push
+	// buffer; while any wait, new pushes queue behind them.
+	Buffered      uint64 `protobuf:"varint,9,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetaRecord) Reset() {
@@ -1108,6 +1111,13 @@ func (x *MetaRecord) GetTimersFireDisabled() bool {
 		return x.TimersFireDisabled
 	}
 	return false
+}
+
+func (x *MetaRecord) GetBuffered() uint64 {
+	if x != nil {
+		return x.Buffered
+	}
+	return 0
 }
 
 // StoredOutcome is what an Idempotency-Key maps to: the request's hash and
@@ -1526,7 +1536,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
-	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xd5\x02\n" +
+	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xf1\x02\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -1537,7 +1547,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\vkv_disabled\x18\x05 \x01(\bR\n" +
 	"kvDisabled\x128\n" +
 	"\x18timers_schedule_disabled\x18\x06 \x01(\bR\x16timersScheduleDisabled\x120\n" +
-	"\x14timers_fire_disabled\x18\a \x01(\bR\x12timersFireDisabled\"\x88\x01\n" +
+	"\x14timers_fire_disabled\x18\a \x01(\bR\x12timersFireDisabled\x12\x1a\n" +
+	"\bbuffered\x18\t \x01(\x04R\bbuffered\"\x88\x01\n" +
 	"\rStoredOutcome\x12!\n" +
 	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x1d\n" +
 	"\n" +

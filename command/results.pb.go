@@ -1953,6 +1953,7 @@ type SwitchesResult struct {
 	KvEnabled             bool                   `protobuf:"varint,3,opt,name=kv_enabled,json=kvEnabled,proto3" json:"kv_enabled,omitempty"`
 	TimersScheduleEnabled bool                   `protobuf:"varint,4,opt,name=timers_schedule_enabled,json=timersScheduleEnabled,proto3" json:"timers_schedule_enabled,omitempty"`
 	TimersFireEnabled     bool                   `protobuf:"varint,5,opt,name=timers_fire_enabled,json=timersFireEnabled,proto3" json:"timers_fire_enabled,omitempty"`
+	Buffered              uint64                 `protobuf:"varint,6,opt,name=buffered,proto3" json:"buffered,omitempty"` // pushes held by push maintenance
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -2020,6 +2021,13 @@ func (x *SwitchesResult) GetTimersFireEnabled() bool {
 		return x.TimersFireEnabled
 	}
 	return false
+}
+
+func (x *SwitchesResult) GetBuffered() uint64 {
+	if x != nil {
+		return x.Buffered
+	}
+	return 0
 }
 
 // Replay answers a command whose Idempotency-Key was seen before: nothing
@@ -2091,6 +2099,10 @@ type Response struct {
 	//	*Response_Timers
 	//	*Response_Fire
 	//	*Response_Retain
+	//	*Response_DeleteGroup
+	//	*Response_SetSubscription
+	//	*Response_Seek
+	//	*Response_Drain
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2276,6 +2288,42 @@ func (x *Response) GetRetain() *RetainResult {
 	return nil
 }
 
+func (x *Response) GetDeleteGroup() *DeleteGroupResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetSetSubscription() *SetSubscriptionResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_SetSubscription); ok {
+			return x.SetSubscription
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetSeek() *SeekResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Seek); ok {
+			return x.Seek
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetDrain() *DrainResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Drain); ok {
+			return x.Drain
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2347,6 +2395,22 @@ type Response_Retain struct {
 	Retain *RetainResult `protobuf:"bytes,25,opt,name=retain,proto3,oneof"`
 }
 
+type Response_DeleteGroup struct {
+	DeleteGroup *DeleteGroupResult `protobuf:"bytes,26,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
+type Response_SetSubscription struct {
+	SetSubscription *SetSubscriptionResult `protobuf:"bytes,27,opt,name=set_subscription,json=setSubscription,proto3,oneof"`
+}
+
+type Response_Seek struct {
+	Seek *SeekResult `protobuf:"bytes,28,opt,name=seek,proto3,oneof"`
+}
+
+type Response_Drain struct {
+	Drain *DrainResult `protobuf:"bytes,29,opt,name=drain,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2376,6 +2440,230 @@ func (*Response_Timers) isResponse_Result() {}
 func (*Response_Fire) isResponse_Result() {}
 
 func (*Response_Retain) isResponse_Result() {}
+
+func (*Response_DeleteGroup) isResponse_Result() {}
+
+func (*Response_SetSubscription) isResponse_Result() {}
+
+func (*Response_Seek) isResponse_Result() {}
+
+func (*Response_Drain) isResponse_Result() {}
+
+type DeleteGroupResult struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	DeletedPartitions uint32                 `protobuf:"varint,1,opt,name=deleted_partitions,json=deletedPartitions,proto3" json:"deleted_partitions,omitempty"`
+	MetadataDeleted   bool                   `protobuf:"varint,2,opt,name=metadata_deleted,json=metadataDeleted,proto3" json:"metadata_deleted,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResult) Reset() {
+	*x = DeleteGroupResult{}
+	mi := &file_command_results_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResult) ProtoMessage() {}
+
+func (x *DeleteGroupResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResult.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteGroupResult) GetDeletedPartitions() uint32 {
+	if x != nil {
+		return x.DeletedPartitions
+	}
+	return 0
+}
+
+func (x *DeleteGroupResult) GetMetadataDeleted() bool {
+	if x != nil {
+		return x.MetadataDeleted
+	}
+	return false
+}
+
+type SetSubscriptionResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RowsUpdated   uint32                 `protobuf:"varint,1,opt,name=rows_updated,json=rowsUpdated,proto3" json:"rows_updated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSubscriptionResult) Reset() {
+	*x = SetSubscriptionResult{}
+	mi := &file_command_results_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSubscriptionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSubscriptionResult) ProtoMessage() {}
+
+func (x *SetSubscriptionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSubscriptionResult.ProtoReflect.Descriptor instead.
+func (*SetSubscriptionResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetSubscriptionResult) GetRowsUpdated() uint32 {
+	if x != nil {
+		return x.RowsUpdated
+	}
+	return 0
+}
+
+type SeekResult struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	QueueFound        bool                   `protobuf:"varint,1,opt,name=queue_found,json=queueFound,proto3" json:"queue_found,omitempty"`
+	PartitionFound    bool                   `protobuf:"varint,2,opt,name=partition_found,json=partitionFound,proto3" json:"partition_found,omitempty"` // one-partition seek
+	PartitionsUpdated uint32                 `protobuf:"varint,3,opt,name=partitions_updated,json=partitionsUpdated,proto3" json:"partitions_updated,omitempty"`
+	CursorMovedToUs   int64                  `protobuf:"varint,4,opt,name=cursor_moved_to_us,json=cursorMovedToUs,proto3" json:"cursor_moved_to_us,omitempty"` // one-partition seek: createdAt of the message the cursor now sits on; 0 = none
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SeekResult) Reset() {
+	*x = SeekResult{}
+	mi := &file_command_results_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeekResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeekResult) ProtoMessage() {}
+
+func (x *SeekResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeekResult.ProtoReflect.Descriptor instead.
+func (*SeekResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SeekResult) GetQueueFound() bool {
+	if x != nil {
+		return x.QueueFound
+	}
+	return false
+}
+
+func (x *SeekResult) GetPartitionFound() bool {
+	if x != nil {
+		return x.PartitionFound
+	}
+	return false
+}
+
+func (x *SeekResult) GetPartitionsUpdated() uint32 {
+	if x != nil {
+		return x.PartitionsUpdated
+	}
+	return 0
+}
+
+func (x *SeekResult) GetCursorMovedToUs() int64 {
+	if x != nil {
+		return x.CursorMovedToUs
+	}
+	return 0
+}
+
+type DrainResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Appended      uint32                 `protobuf:"varint,1,opt,name=appended,proto3" json:"appended,omitempty"`
+	Remaining     uint64                 `protobuf:"varint,2,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainResult) Reset() {
+	*x = DrainResult{}
+	mi := &file_command_results_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResult) ProtoMessage() {}
+
+func (x *DrainResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResult.ProtoReflect.Descriptor instead.
+func (*DrainResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DrainResult) GetAppended() uint32 {
+	if x != nil {
+		return x.Appended
+	}
+	return 0
+}
+
+func (x *DrainResult) GetRemaining() uint64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
 
 var File_command_results_proto protoreflect.FileDescriptor
 
@@ -2562,16 +2850,17 @@ const file_command_results_proto_rawDesc = "" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x124\n" +
 	"\aresults\x18\x02 \x03(\v2\x1a.queen.command.v1.KVResultR\aresults\x12!\n" +
 	"\ffailed_index\x18\x03 \x01(\x05R\vfailedIndex\x120\n" +
-	"\x06reason\x18\x04 \x01(\x0e2\x18.queen.command.v1.ReasonR\x06reason\"\xeb\x01\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x18.queen.command.v1.ReasonR\x06reason\"\x87\x02\n" +
 	"\x0eSwitchesResult\x12)\n" +
 	"\x10push_maintenance\x18\x01 \x01(\bR\x0fpushMaintenance\x12'\n" +
 	"\x0fpop_maintenance\x18\x02 \x01(\bR\x0epopMaintenance\x12\x1d\n" +
 	"\n" +
 	"kv_enabled\x18\x03 \x01(\bR\tkvEnabled\x126\n" +
 	"\x17timers_schedule_enabled\x18\x04 \x01(\bR\x15timersScheduleEnabled\x12.\n" +
-	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\"C\n" +
+	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
+	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xb0\a\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xbb\t\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -2589,9 +2878,28 @@ const file_command_results_proto_rawDesc = "" +
 	"\arefusal\x18\x18 \x01(\v2\x19.queen.command.v1.RefusalH\x00R\arefusal\x12<\n" +
 	"\x06timers\x18\x16 \x01(\v2\".queen.command.v1.TimerBatchResultH\x00R\x06timers\x122\n" +
 	"\x04fire\x18\x17 \x01(\v2\x1c.queen.command.v1.FireResultH\x00R\x04fire\x128\n" +
-	"\x06retain\x18\x19 \x01(\v2\x1e.queen.command.v1.RetainResultH\x00R\x06retain\x12%\n" +
+	"\x06retain\x18\x19 \x01(\v2\x1e.queen.command.v1.RetainResultH\x00R\x06retain\x12H\n" +
+	"\fdelete_group\x18\x1a \x01(\v2#.queen.command.v1.DeleteGroupResultH\x00R\vdeleteGroup\x12T\n" +
+	"\x10set_subscription\x18\x1b \x01(\v2'.queen.command.v1.SetSubscriptionResultH\x00R\x0fsetSubscription\x122\n" +
+	"\x04seek\x18\x1c \x01(\v2\x1c.queen.command.v1.SeekResultH\x00R\x04seek\x125\n" +
+	"\x05drain\x18\x1d \x01(\v2\x1d.queen.command.v1.DrainResultH\x00R\x05drain\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
-	"\x06result*n\n" +
+	"\x06result\"m\n" +
+	"\x11DeleteGroupResult\x12-\n" +
+	"\x12deleted_partitions\x18\x01 \x01(\rR\x11deletedPartitions\x12)\n" +
+	"\x10metadata_deleted\x18\x02 \x01(\bR\x0fmetadataDeleted\":\n" +
+	"\x15SetSubscriptionResult\x12!\n" +
+	"\frows_updated\x18\x01 \x01(\rR\vrowsUpdated\"\xb2\x01\n" +
+	"\n" +
+	"SeekResult\x12\x1f\n" +
+	"\vqueue_found\x18\x01 \x01(\bR\n" +
+	"queueFound\x12'\n" +
+	"\x0fpartition_found\x18\x02 \x01(\bR\x0epartitionFound\x12-\n" +
+	"\x12partitions_updated\x18\x03 \x01(\rR\x11partitionsUpdated\x12+\n" +
+	"\x12cursor_moved_to_us\x18\x04 \x01(\x03R\x0fcursorMovedToUs\"G\n" +
+	"\vDrainResult\x12\x1a\n" +
+	"\bappended\x18\x01 \x01(\rR\bappended\x12\x1c\n" +
+	"\tremaining\x18\x02 \x01(\x04R\tremaining*n\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -2613,47 +2921,51 @@ func file_command_results_proto_rawDescGZIP() []byte {
 }
 
 var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_command_results_proto_goTypes = []any{
-	(Reason)(0),                // 0: queen.command.v1.Reason
-	(PushItemResult_Status)(0), // 1: queen.command.v1.PushItemResult.Status
-	(TimerResult_Status)(0),    // 2: queen.command.v1.TimerResult.Status
-	(TxnItemResult_Type)(0),    // 3: queen.command.v1.TxnItemResult.Type
-	(KVResult_Reason)(0),       // 4: queen.command.v1.KVResult.Reason
-	(*PushItemResult)(nil),     // 5: queen.command.v1.PushItemResult
-	(*PushResult)(nil),         // 6: queen.command.v1.PushResult
-	(*PoppedMessage)(nil),      // 7: queen.command.v1.PoppedMessage
-	(*PopResult)(nil),          // 8: queen.command.v1.PopResult
-	(*AckItemResult)(nil),      // 9: queen.command.v1.AckItemResult
-	(*AckResult)(nil),          // 10: queen.command.v1.AckResult
-	(*TimerResult)(nil),        // 11: queen.command.v1.TimerResult
-	(*TimerBatchResult)(nil),   // 12: queen.command.v1.TimerBatchResult
-	(*FireResult)(nil),         // 13: queen.command.v1.FireResult
-	(*TxnItemResult)(nil),      // 14: queen.command.v1.TxnItemResult
-	(*TxnResult)(nil),          // 15: queen.command.v1.TxnResult
-	(*ExtendResult)(nil),       // 16: queen.command.v1.ExtendResult
-	(*ConfigureResult)(nil),    // 17: queen.command.v1.ConfigureResult
-	(*DeleteQueueResult)(nil),  // 18: queen.command.v1.DeleteQueueResult
-	(*SweepResult)(nil),        // 19: queen.command.v1.SweepResult
-	(*RetainResult)(nil),       // 20: queen.command.v1.RetainResult
-	(*RetainCount)(nil),        // 21: queen.command.v1.RetainCount
-	(*KVRow)(nil),              // 22: queen.command.v1.KVRow
-	(*KVResult)(nil),           // 23: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),      // 24: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),     // 25: queen.command.v1.SwitchesResult
-	(*Replay)(nil),             // 26: queen.command.v1.Replay
-	(*Response)(nil),           // 27: queen.command.v1.Response
-	(*MessageRecord)(nil),      // 28: queen.command.v1.MessageRecord
-	(*QueueOptions)(nil),       // 29: queen.command.v1.QueueOptions
-	(KVOp_Kind)(0),             // 30: queen.command.v1.KVOp.Kind
-	(*StoredOutcome)(nil),      // 31: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),            // 32: queen.command.v1.Refusal
+	(Reason)(0),                   // 0: queen.command.v1.Reason
+	(PushItemResult_Status)(0),    // 1: queen.command.v1.PushItemResult.Status
+	(TimerResult_Status)(0),       // 2: queen.command.v1.TimerResult.Status
+	(TxnItemResult_Type)(0),       // 3: queen.command.v1.TxnItemResult.Type
+	(KVResult_Reason)(0),          // 4: queen.command.v1.KVResult.Reason
+	(*PushItemResult)(nil),        // 5: queen.command.v1.PushItemResult
+	(*PushResult)(nil),            // 6: queen.command.v1.PushResult
+	(*PoppedMessage)(nil),         // 7: queen.command.v1.PoppedMessage
+	(*PopResult)(nil),             // 8: queen.command.v1.PopResult
+	(*AckItemResult)(nil),         // 9: queen.command.v1.AckItemResult
+	(*AckResult)(nil),             // 10: queen.command.v1.AckResult
+	(*TimerResult)(nil),           // 11: queen.command.v1.TimerResult
+	(*TimerBatchResult)(nil),      // 12: queen.command.v1.TimerBatchResult
+	(*FireResult)(nil),            // 13: queen.command.v1.FireResult
+	(*TxnItemResult)(nil),         // 14: queen.command.v1.TxnItemResult
+	(*TxnResult)(nil),             // 15: queen.command.v1.TxnResult
+	(*ExtendResult)(nil),          // 16: queen.command.v1.ExtendResult
+	(*ConfigureResult)(nil),       // 17: queen.command.v1.ConfigureResult
+	(*DeleteQueueResult)(nil),     // 18: queen.command.v1.DeleteQueueResult
+	(*SweepResult)(nil),           // 19: queen.command.v1.SweepResult
+	(*RetainResult)(nil),          // 20: queen.command.v1.RetainResult
+	(*RetainCount)(nil),           // 21: queen.command.v1.RetainCount
+	(*KVRow)(nil),                 // 22: queen.command.v1.KVRow
+	(*KVResult)(nil),              // 23: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),         // 24: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),        // 25: queen.command.v1.SwitchesResult
+	(*Replay)(nil),                // 26: queen.command.v1.Replay
+	(*Response)(nil),              // 27: queen.command.v1.Response
+	(*DeleteGroupResult)(nil),     // 28: queen.command.v1.DeleteGroupResult
+	(*SetSubscriptionResult)(nil), // 29: queen.command.v1.SetSubscriptionResult
+	(*SeekResult)(nil),            // 30: queen.command.v1.SeekResult
+	(*DrainResult)(nil),           // 31: queen.command.v1.DrainResult
+	(*MessageRecord)(nil),         // 32: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),          // 33: queen.command.v1.QueueOptions
+	(KVOp_Kind)(0),                // 34: queen.command.v1.KVOp.Kind
+	(*StoredOutcome)(nil),         // 35: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),               // 36: queen.command.v1.Refusal
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
 	5,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
 	7,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	28, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	32, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
 	9,  // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
 	11, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
@@ -2664,14 +2976,14 @@ var file_command_results_proto_depIdxs = []int32{
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
 	14, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
 	23, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	29, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
+	33, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
 	21, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
-	30, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
+	34, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
 	4,  // 17: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
 	22, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
 	23, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
 	0,  // 20: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
-	31, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
+	35, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
 	6,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
 	8,  // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
 	10, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
@@ -2683,15 +2995,19 @@ var file_command_results_proto_depIdxs = []int32{
 	24, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
 	25, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
 	26, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
-	32, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
+	36, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
 	12, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
 	13, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
 	20, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	28, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
+	29, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
+	30, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
+	31, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -2717,6 +3033,10 @@ func file_command_results_proto_init() {
 		(*Response_Timers)(nil),
 		(*Response_Fire)(nil),
 		(*Response_Retain)(nil),
+		(*Response_DeleteGroup)(nil),
+		(*Response_SetSubscription)(nil),
+		(*Response_Seek)(nil),
+		(*Response_Drain)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2724,7 +3044,7 @@ func file_command_results_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -55,6 +55,10 @@ func init() {
 	register(&command.Command_SetSwitches{}, "set_switches", applySetSwitches)
 	register(&command.Command_Timers{}, "timers", applyTimerBatch)
 	register(&command.Command_FireTimers{}, "fire_timers", applyFireTimers)
+	register(&command.Command_DrainBuffer{}, "drain_buffer", applyDrainBuffer)
+	register(&command.Command_DeleteGroup{}, "delete_group", applyDeleteGroup)
+	register(&command.Command_SetSubscription{}, "set_subscription", applySetSubscription)
+	register(&command.Command_Seek{}, "seek", applySeek)
 }
 
 func handlerFor(cmd *command.Command) *handler {

@@ -11,13 +11,52 @@ import (
 
 // The handlers: each decodes its command and calls its domain.
 
+// applyPush appends the items, or holds them in the push buffer while push
+// maintenance is on or earlier pushes still wait there (spec §4.14), so
+// that pushes are appended in the order they came.
 func applyPush(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	items := cmd.GetPush().Items
 	res := &command.PushResult{Items: make([]*command.PushItemResult, len(items))}
+	buffer := c.meta.PushMaintenance || c.meta.Buffered > 0
 	for i, it := range items {
+		if buffer {
+			res.Items[i] = c.q.Buffer(it)
+			c.meta.Buffered++
+			continue
+		}
 		res.Items[i] = c.q.Push(it)
 	}
 	return res, true
+}
+
+// applyDrainBuffer appends a bounded step of the push buffer once push
+// maintenance is off (the leader proposes steps until it is empty).
+func applyDrainBuffer(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	if c.meta.PushMaintenance || c.meta.Buffered == 0 {
+		return &command.DrainResult{Remaining: c.meta.Buffered}, true
+	}
+	limit := int(cmd.GetDrainBuffer().Limit)
+	if limit <= 0 {
+		limit = defaultSweepLimit
+	}
+	n := c.q.Drain(limit)
+	c.meta.Buffered -= min(c.meta.Buffered, uint64(n))
+	if n < limit {
+		c.meta.Buffered = 0 // the buffer is empty whatever the count said
+	}
+	return &command.DrainResult{Appended: uint32(n), Remaining: c.meta.Buffered}, true
+}
+
+func applyDeleteGroup(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.DeleteGroup(cmd.GetDeleteGroup()), true
+}
+
+func applySetSubscription(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.SetSubscription(cmd.GetSetSubscription()), true
+}
+
+func applySeek(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	return c.q.Seek(cmd.GetSeek()), true
 }
 
 func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {

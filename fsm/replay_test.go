@@ -29,7 +29,7 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 	for i := 0; i < steps; i++ {
 		h.advance(time.Duration(rng.Intn(400)) * time.Millisecond)
 		q := queues[rng.Intn(len(queues))]
-		switch k := rng.Intn(12); {
+		switch k := rng.Intn(13); {
 		case k < 3:
 			var items []*command.PushItem
 			for n := rng.Intn(4) + 1; n > 0; n-- {
@@ -65,7 +65,7 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 				{Kind: command.KVOp_INCR, Ns: "c", Key: "n", Delta: 1, TtlSeconds: 2},
 				{Kind: command.KVOp_PUT, Ns: "c", Key: fmt.Sprint("k", rng.Intn(5)), Value: []byte(`1`), TtlSeconds: int64(rng.Intn(3) + 1)},
 			}}}})
-		case k == 11 && rng.Intn(2) == 0:
+		case k == 12 && rng.Intn(2) == 0:
 			key := fmt.Sprint("tk", rng.Intn(8))
 			if rng.Intn(3) == 0 {
 				h.timers(cancel(q, key))
@@ -73,6 +73,30 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 				h.timers(schedule(q, key, fmt.Sprint("tt", rng.Intn(20)), time.Duration(rng.Intn(3000))*time.Millisecond))
 			}
 			h.fire()
+		case k == 11:
+			// Operator writes: a seek, a group deletion, a subscription
+			// change, push maintenance on or off, a drain step.
+			g := groups[rng.Intn(len(groups))]
+			if g == "" {
+				g = command.QueueModeGroup
+			}
+			var cmd *command.Command
+			switch rng.Intn(5) {
+			case 0:
+				cmd = &command.Command{Body: &command.Command_Seek{Seek: &command.Seek{Group: g, Queue: q, ToEnd: rng.Intn(2) == 0,
+					TimestampUs: h.now - int64(rng.Intn(5000))*1000}}}
+			case 1:
+				cmd = &command.Command{Body: &command.Command_Seek{Seek: &command.Seek{Group: g, Queue: q, Partition: fmt.Sprint("p", rng.Intn(3)), OnePartition: true}}}
+			case 2:
+				cmd = &command.Command{Body: &command.Command_DeleteGroup{DeleteGroup: &command.DeleteGroup{Group: g, Queue: []string{q, ""}[rng.Intn(2)], DeleteMetadata: rng.Intn(2) == 0}}}
+			case 3:
+				cmd = &command.Command{Body: &command.Command_SetSubscription{SetSubscription: &command.SetSubscription{Group: g, FromUs: h.now - 1e6}}}
+			default:
+				on := rng.Intn(3) == 0
+				cmd = &command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{PushMaintenance: &on}}}
+			}
+			h.apply(cmd)
+			h.apply(&command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{Limit: 3}}})
 		default:
 			if rng.Intn(8) == 0 {
 				h.apply(&command.Command{Body: &command.Command_DeleteQueue{DeleteQueue: &command.DeleteQueue{Queue: q}}})

@@ -13,13 +13,16 @@ func switchesOf(m *command.MetaRecord) *command.SwitchesResult {
 	return &command.SwitchesResult{
 		PushMaintenance: m.PushMaintenance, PopMaintenance: m.PopMaintenance,
 		KvEnabled: !m.KvDisabled, TimersScheduleEnabled: !m.TimersScheduleDisabled,
-		TimersFireEnabled: !m.TimersFireDisabled,
+		TimersFireEnabled: !m.TimersFireDisabled, Buffered: m.Buffered,
 	}
 }
 
 func applySetSwitches(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetSetSwitches()
 	m := c.meta
+	if in.PushMaintenance != nil {
+		m.PushMaintenance = *in.PushMaintenance
+	}
 	if in.PopMaintenance != nil {
 		m.PopMaintenance = *in.PopMaintenance
 	}

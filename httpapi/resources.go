@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
-	"time"
 
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
@@ -126,15 +125,8 @@ func (a *API) deleteQueue(w http.ResponseWriter, r *http.Request) {
 
 // parseTime reads an ISO-8601 query value; 0 when absent or unreadable.
 func parseTime(v string) int64 {
-	if v == "" {
-		return 0
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return t.UnixMicro()
-		}
-	}
-	return 0
+	us, _ := request.ParseTime(v)
+	return us
 }
 
 func (a *API) dlq(w http.ResponseWriter, r *http.Request) {

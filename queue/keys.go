@@ -17,10 +17,11 @@ var (
 	bDLQ          = store.Bucket("dlq")           // queueId failedUs index n → DLQRecord
 	bDLQTime      = store.Bucket("dlq_time")      // failedUs index n → queueId
 	bGraveyard    = store.Bucket("graveyard")     // kind id → nil: data of deleted queues to purge
+	bPushBuffer   = store.Bucket("push_buffer")   // index n → BufferedPush: pushes held by push maintenance
 )
 
 // Buckets lists them, for store.Open.
-var Buckets = []store.Bucket{bQueues, bPartitions, bPartitionIDs, bCursors, bGroups, bDLQ, bDLQTime, bGraveyard}
+var Buckets = []store.Bucket{bQueues, bPartitions, bPartitionIDs, bCursors, bGroups, bDLQ, bDLQTime, bGraveyard, bPushBuffer}
 
 func join(a, b string) []byte {
 	k := make([]byte, 0, len(a)+1+len(b))

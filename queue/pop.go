@@ -36,21 +36,10 @@ func earliest(a, b int64) int64 {
 // subscriptions after the last message created at or before the
 // subscription time.
 func startConsumed(es entries, p *command.PartitionRecord, group string, g *command.GroupRecord) uint64 {
-	begin := p.FirstSeq - 1
 	if group == command.QueueModeGroup || g == nil || g.Mode == command.GroupRecord_ALL {
-		return begin
+		return p.FirstSeq - 1
 	}
-	last := p.NextSeq - 1
-	if last <= begin || p.LastCreatedUs <= g.FromUs {
-		return last
-	}
-	// createdAt grows with seq inside a partition: binary search for the
-	// last seq created at or before FromUs.
-	i := sort.Search(int(last-begin), func(i int) bool {
-		e, err := es.Entry(p.Id, p.FirstSeq+uint64(i))
-		return err != nil || e.CreatedUs > g.FromUs
-	})
-	return begin + uint64(i)
+	return lastCreatedAtOrBefore(es, p, g.FromUs)
 }
 
 // evaluate decides whether the group can claim p now. cur.Consumed must

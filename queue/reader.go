@@ -3,7 +3,6 @@ package queue
 import (
 	"bytes"
 	"errors"
-	"sort"
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/leases"
@@ -45,15 +44,7 @@ func (rd *Reader) Queues() []*command.QueueRecord {
 }
 
 // QueueNames lists every queue name, sorted.
-func (rd *Reader) QueueNames() []string {
-	var out []string
-	c := rd.r.Cursor(bQueues)
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		out = append(out, string(k[:len(k)-1]))
-	}
-	sort.Strings(out)
-	return out
-}
+func (rd *Reader) QueueNames() []string { return queueNames(rd.r) }
 
 // Partitions lists a queue's partitions in name order.
 func (rd *Reader) Partitions(queue string) []*command.PartitionRecord {

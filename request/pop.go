@@ -59,10 +59,8 @@ func (r *Rules) subscription(mode, from string) (command.Pop_Subscription, int64
 		if from == "now" {
 			return command.Pop_NEW, 0
 		}
-		for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-			if t, err := time.Parse(layout, from); err == nil {
-				return command.Pop_FROM, t.UnixMicro()
-			}
+		if us, ok := ParseTime(from); ok {
+			return command.Pop_FROM, us
 		}
 	}
 	switch mode {
