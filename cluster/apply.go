@@ -81,6 +81,11 @@ func (n *Node) leaderForwardAddr() string {
 // Apply turns cmd into one log entry, on the leader, and returns the FSM's
 // result for that entry (never "index N committed").
 func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, error) {
+	release, err := n.admit(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return route(n, ctx,
 		func() (proto.Message, error) { return n.applyLocal(ctx, cmd) },
 		func(addr string) (proto.Message, error) { return n.fwd.Apply(ctx, addr, cmd) })
@@ -92,6 +97,11 @@ func (n *Node) ApplyLocal(ctx context.Context, cmd *command.Command) (proto.Mess
 	if n.raft.State() != raft.Leader {
 		return nil, ErrNotLeader
 	}
+	release, err := n.admit(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return n.applyLocal(ctx, cmd)
 }
 

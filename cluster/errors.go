@@ -20,4 +20,10 @@ var (
 	// ErrInternal: apply refused the command with an internal error; nothing
 	// was written.
 	ErrInternal = errors.New("cluster: internal error")
+	// ErrOverloaded: the node has MaxInflight writes in flight already.
+	// Nothing was applied; retry after a while.
+	ErrOverloaded = errors.New("cluster: overloaded")
+	// ErrStorageFull: the data disk of this node (or of the leader) is
+	// nearly full; the write adds data and was refused. Nothing was applied.
+	ErrStorageFull = errors.New("cluster: storage full")
 )

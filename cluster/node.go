@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/queen-node/queen-node/diskspace"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/msgstore"
@@ -53,6 +54,14 @@ type Config struct {
 	PartitionIdle time.Duration
 	TimerTick     time.Duration // how often the leader looks for due timers; default 50ms
 	NoSync        bool          // skip fsync of the FSM file (throwaway tests only)
+	// MinFreeDisk: below this many free bytes on the data disk the node
+	// refuses writes that add data (507 storage_full); below half of it
+	// apply pauses until space is freed. 0 = no checks.
+	MinFreeDisk uint64
+	// MaxInflight bounds the writes this node has in flight (proposed or
+	// forwarded, waiting for their entry); beyond it a write is refused
+	// with 429 overloaded. 0 = DefaultMaxInflight.
+	MaxInflight int
 	// BootID overrides the boot id the state file's session records (fault
 	// tests simulate a power loss with it).
 	BootID string
@@ -80,6 +89,8 @@ type Node struct {
 	ready atomic.Bool // leader, and every entry of earlier terms is applied
 
 	inflight idempotency.InFlight // Idempotency-Keys of commands being applied here
+	slots    chan struct{}        // one per write in flight (MaxInflight)
+	disk     *diskspace.Monitor
 
 	members *members  // nil without gossip (a single node started alone)
 	fwd     Forwarder // nil until SetForwarder
@@ -115,20 +126,25 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = DefaultMaxInflight
+	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("component", "node", "node", cfg.NodeID),
 		clock: newStampClock(), hub: newHub(), parking: newParking(), appliedCh: make(chan struct{}),
-		stop: make(chan struct{}), draining: make(chan struct{}),
+		stop: make(chan struct{}), draining: make(chan struct{}), slots: make(chan struct{}, cfg.MaxInflight),
 	}
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	n.disk = diskspace.New(cfg.DataDir, cfg.MinFreeDisk, n.log)
 	var err error
 	if n.db, n.msgs, err = openState(cfg.DataDir, cfg.NoSync, cfg.BootID, n.log); err != nil {
 		return nil, err
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
-	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied})
+	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
+		AwaitSpace: n.disk.AwaitApply})
 	if err != nil {
 		n.db.Close()
 		n.msgs.Close()
@@ -338,6 +354,7 @@ func (n *Node) Shutdown() error {
 	n.shutdown.Do(func() {
 		n.Drain()
 		close(n.stop)
+		n.disk.Close()
 		n.wg.Wait()
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
@@ -357,6 +374,7 @@ func (n *Node) Kill() {
 	n.shutdown.Do(func() {
 		n.drainOnce.Do(func() { close(n.draining) }) // no leadership transfer
 		close(n.stop)
+		n.disk.Close()
 		n.wg.Wait()
 		n.raft.Shutdown().Error()
 		if n.members != nil {

@@ -13,8 +13,29 @@ type RaftStatus struct {
 	LeaderAddr  string
 	Term        uint64
 	CommitIndex uint64
-	Applied     uint64
+	Applied     uint64 // handed to the FSM by Raft
 	LastIndex   uint64
+	// StateApplied is the last entry the state holds (it trails Applied
+	// while apply waits, e.g. for disk space).
+	StateApplied uint64
+}
+
+// LoadStatus is what admission sees (cluster/admission.go).
+type LoadStatus struct {
+	InFlight, MaxInflight int
+	DiskFreeBytes         uint64
+	DiskLow               bool // writes that add data are refused
+	ApplyPaused           bool // apply waits for disk space
+}
+
+// StateHash digests this node's replicated state as of the entry it
+// applied last (fsm.StateHash): replicas at the same index must agree.
+func (n *Node) StateHash() (applied uint64, hash string, err error) { return n.fsm.StateHash() }
+
+// Load reports this node's admission state.
+func (n *Node) Load() LoadStatus {
+	return LoadStatus{InFlight: len(n.slots), MaxInflight: cap(n.slots), DiskFreeBytes: n.disk.FreeBytes(),
+		DiskLow: n.disk.Low(), ApplyPaused: n.disk.Paused()}
 }
 
 // Status reports this node's Raft state.
@@ -32,6 +53,7 @@ func (n *Node) Status() RaftStatus {
 	return RaftStatus{
 		Role: role, LeaderID: string(id), LeaderAddr: string(addr), Term: n.raft.CurrentTerm(),
 		CommitIndex: n.raft.CommitIndex(), Applied: n.raft.AppliedIndex(), LastIndex: n.raft.LastIndex(),
+		StateApplied: n.fsm.AppliedIndex(),
 	}
 }
 

@@ -31,7 +31,7 @@ type testCluster struct {
 func startCluster(t testing.TB, opts nodeOpts) *testCluster {
 	t.Helper()
 	pc, err := nodeproc.StartCluster(context.Background(), nodeproc.ClusterConfig{
-		Bin: binPath, Dir: t.TempDir(), Nodes: clusterSize, Flags: opts.flags(), Logf: t.Logf})
+		Bin: binPath, Dir: t.TempDir(), Nodes: clusterSize, Flags: opts.flags(), Logf: t.Logf, Node: opts.Node})
 	if err != nil {
 		t.Fatalf("cluster did not start: %v", err)
 	}

@@ -49,6 +49,9 @@ type nodeOpts struct {
 	// DataDir, when set, is used instead of a fresh temporary directory
 	// (to start a node on a copy of another node's files).
 	DataDir string
+	// Node, when set, adjusts cluster node i's spec (1-based) before it is
+	// made (nodeproc.ClusterConfig.Node).
+	Node func(i int, s *nodeproc.Spec) error
 }
 
 func (o nodeOpts) flags() []string {

@@ -45,6 +45,10 @@ type Options struct {
 	Metrics *Metrics // nil: no metrics
 	// OnApplied is called after every committed batch, outside any lock.
 	OnApplied func(index uint64, changes Changes)
+	// AwaitSpace, when set, is called before every batch and returns when
+	// the disk has room for it (package diskspace): a full disk pauses
+	// apply where it is instead of failing a commit halfway.
+	AwaitSpace func()
 }
 
 // FSM is the replicated state machine: raft.FSM and raft.BatchingFSM over a
@@ -148,6 +152,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // ApplyBatch applies committed entries in one store transaction: their data
 // and the new applied index reach the disk together, with one fsync.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	if f.opts.AwaitSpace != nil {
+		f.opts.AwaitSpace()
+	}
 	resp := make([]interface{}, len(logs))
 	var changes Changes
 	meta := proto.Clone(f.meta).(*command.MetaRecord)

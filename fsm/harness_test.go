@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -184,33 +182,16 @@ func stateHash(t *testing.T, f *FSM) string {
 
 func stateHashOf(t *testing.T, f *FSM, buckets []store.Bucket) string {
 	t.Helper()
-	sum := sha256.New()
+	var h string
 	err := f.db.View(func(r store.Reader) error {
-		for _, b := range buckets {
-			c := r.Cursor(b)
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				fmt.Fprintf(sum, "%s|%x|%x\n", b, k, v)
-			}
-		}
-		for _, p := range f.queue.Reader(r).Committed() {
-			err := f.msgs.EachEntry(p.PID, p.FirstSeq, p.NextSeq, func(seq uint64, e msgstore.Entry) bool {
-				m, err := f.msgs.Message(p.PID, seq)
-				if err != nil {
-					t.Fatalf("message %x/%d: %v", p.PID, seq, err)
-				}
-				fmt.Fprintf(sum, "m|%x|%d|%+v|%x|%s|%s|%s|%s\n", p.PID, seq, e, m.ID, m.TxnID, m.TraceID, m.ProducerSub, m.Payload)
-				return true
-			})
-			if err != nil {
-				t.Fatalf("entries of %x: %v", p.PID, err)
-			}
-		}
-		return nil
+		var err error
+		h, err = f.hashOf(r, buckets)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(sum.Sum(nil))
+	return h
 }
 
 func eq[T comparable](t *testing.T, what string, got, want T) {

@@ -58,6 +58,8 @@ var forwardErrors = []struct {
 	{cluster.ErrShutdown, "shutting_down"},
 	{cluster.ErrUnknownServer, "unknown_server"},
 	{cluster.ErrInternal, "internal"},
+	{cluster.ErrOverloaded, "overloaded"},
+	{cluster.ErrStorageFull, "storage_full"},
 	{idempotency.ErrInFlight, "in_flight"},
 }
 

@@ -145,6 +145,10 @@ func (f *fakeBackend) Query(ctx context.Context, level cluster.ReadLevel, q *com
 }
 
 func (f *fakeBackend) Now() int64 { return f.now }
+func (f *fakeBackend) StateHash() (uint64, string, error) { return 0, "", nil }
+
+func (f *fakeBackend) Load() cluster.LoadStatus { return cluster.LoadStatus{MaxInflight: 1} }
+
 func (f *fakeBackend) Status() cluster.RaftStatus {
 	return cluster.RaftStatus{Role: "leader", LeaderID: "fake", Term: 1}
 }

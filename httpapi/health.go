@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/queen-node/queen-node/cluster"
 	"net/http"
 	"runtime"
 	"time"
@@ -26,7 +27,9 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 		"raft": map[string]any{
 			"role": st.Role, "state": st.Role, "leader": st.LeaderID != "", "leaderId": st.LeaderID,
 			"term": st.Term, "applied": st.Applied, "commit": st.CommitIndex, "lag": lag,
+			"stateApplied": st.StateApplied,
 		},
+		"load": loadOut(a.b.Load()),
 	})
 }
 
@@ -66,4 +69,20 @@ func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"removed": true, "id": id})
+}
+
+func loadOut(l cluster.LoadStatus) map[string]any {
+	return map[string]any{"inFlight": l.InFlight, "maxInflight": l.MaxInflight, "diskFreeBytes": l.DiskFreeBytes,
+		"storageFull": l.DiskLow, "applyPaused": l.ApplyPaused}
+}
+
+// stateHash is GET /api/v1/system/state-hash: this node's digest of the
+// replicated state at the entry it applied last, to compare replicas.
+func (a *API) stateHash(w http.ResponseWriter, r *http.Request) {
+	applied, hash, err := a.b.StateHash()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodeId": a.b.ID(), "appliedIndex": applied, "hash": hash})
 }

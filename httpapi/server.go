@@ -26,6 +26,8 @@ type Backend interface {
 	Query(ctx context.Context, level cluster.ReadLevel, q *command.Query) (*command.QueryResult, error)
 	Now() int64
 	Status() cluster.RaftStatus
+	Load() cluster.LoadStatus
+	StateHash() (applied uint64, hash string, err error)
 	Cluster() cluster.ClusterView
 	RemoveServer(ctx context.Context, id string) error
 	ID() string
@@ -136,6 +138,7 @@ func (a *API) routes() {
 	h("POST /api/v1/system/maintenance", a.setMaintenance)
 	h("GET /api/v1/system/maintenance/pop", a.getPopMaintenance)
 	h("POST /api/v1/system/maintenance/pop", a.setPopMaintenance)
+	h("GET /api/v1/system/state-hash", a.stateHash)
 	h("GET /api/v1/system/kv-timers", a.getSwitches)
 	h("POST /api/v1/system/kv-timers", a.setSwitches)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {

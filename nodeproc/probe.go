@@ -33,6 +33,9 @@ type HealthRaft struct {
 	Applied  uint64 `json:"applied"`
 	Commit   uint64 `json:"commit"`
 	Lag      uint64 `json:"lag"`
+	// StateApplied is the last entry the node's state holds (it trails
+	// Applied while apply waits for disk space).
+	StateApplied uint64 `json:"stateApplied"`
 }
 
 // Do sends one request to the node (a JSON body when body is not nil) and

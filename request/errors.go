@@ -25,6 +25,8 @@ const (
 	KeyReused               // the Idempotency-Key came with another request
 	RateLimited             // over a per-node rate; retry after a while
 	Unavailable             // retry: nothing was applied, or the outcome is unknown and the request carries its own dedup
+	Overloaded              // the node has too much in flight; nothing was applied, retry after a while
+	StorageFull             // the data disk is nearly full; nothing was applied
 	Internal                // a bug or a corrupt state; nothing was applied
 )
 
@@ -41,6 +43,8 @@ var kinds = [...]struct {
 	KeyReused:   {"key_reused", http.StatusUnprocessableEntity, codes.FailedPrecondition},
 	RateLimited: {"rate_limited", http.StatusTooManyRequests, codes.ResourceExhausted},
 	Unavailable: {"unavailable", http.StatusServiceUnavailable, codes.Unavailable},
+	Overloaded:  {"overloaded", http.StatusTooManyRequests, codes.ResourceExhausted},
+	StorageFull: {"storage_full", http.StatusInsufficientStorage, codes.ResourceExhausted},
 	Internal:    {"internal", http.StatusInternalServerError, codes.Internal},
 }
 
@@ -134,6 +138,8 @@ var engineErrors = []struct {
 	{cluster.ErrShutdown, Unavailable, "shutting_down", "the node is shutting down"},
 	{cluster.ErrUnknownServer, NotFound, "unknown_server", "no such node in the cluster configuration"},
 	{cluster.ErrInternal, Internal, "internal", ""},
+	{cluster.ErrOverloaded, Overloaded, "overloaded", "overloaded: this node has too many writes in flight; retry after a while"},
+	{cluster.ErrStorageFull, StorageFull, "storage_full", "storage full: the data disk is nearly full; free space or add capacity"},
 	{idempotency.ErrInFlight, Conflict, "idempotency_key_in_flight", ""},
 	{idempotency.ErrKeyReused, KeyReused, "idempotency_key_reused", ""},
 	{idempotency.ErrKeyTooLong, Invalid, "", ""},
@@ -154,8 +160,11 @@ func FromError(err error) *Error {
 				text = err.Error()
 			}
 			out := &Error{Kind: ee.kind, Msg: text, Code: ee.code, Err: err}
-			if ee.kind == Unavailable {
+			switch ee.kind {
+			case Unavailable, Overloaded:
 				out.RetryAfter = 1
+			case StorageFull:
+				out.RetryAfter = 10
 			}
 			return out
 		}

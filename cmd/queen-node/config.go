@@ -35,6 +35,8 @@ type config struct {
 	IdempotencyTTL          time.Duration
 	KVReadRate              float64
 	TimerTick               time.Duration
+	MaxInflight             int
+	MinFreeDiskMB           uint64
 	TestHooks               bool
 
 	retentionMs, timerTickMs int // the ms flags, before they become durations
@@ -71,6 +73,8 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long an Idempotency-Key's first answer is kept")
 	fs.Float64Var(&c.KVReadRate, "kv-read-rate", 200, "KV reads per second on this node outside transactions (burst twice that); 0 = unlimited")
 	fs.IntVar(&c.timerTickMs, "timer-tick-ms", 50, "how often the leader looks for due timers, in ms")
+	fs.IntVar(&c.MaxInflight, "max-inflight", 1024, "writes this node holds in flight (proposed or forwarded, waiting for their entry); beyond them a write is answered 429 overloaded with Retry-After")
+	fs.Uint64Var(&c.MinFreeDiskMB, "min-free-disk-mb", 256, "below this many MiB free on the data disk, writes that add data are answered 507 storage_full; below half of it apply pauses until space is freed; 0 = no checks")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
@@ -85,6 +89,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"idempotency-ttl", func() error { return atLeast(c.IdempotencyTTL, time.Second) }},
 		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
 		{"timer-tick-ms", func() error { return atLeast(c.timerTickMs, 1) }},
+		{"max-inflight", func() error { return atLeast(c.MaxInflight, 1) }},
 		{"log-level", func() error { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
 	}
 }

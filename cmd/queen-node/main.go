@@ -74,7 +74,7 @@ func run(args []string) error {
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
 		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
-		BootID: testBootID(cfg),
+		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20,
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
