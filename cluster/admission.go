@@ -38,4 +38,3 @@ func addsData(cmd *command.Command) bool {
 	}
 	return false
 }
-

@@ -144,7 +144,7 @@ func (f *fakeBackend) Query(ctx context.Context, level cluster.ReadLevel, q *com
 	return res, err
 }
 
-func (f *fakeBackend) Now() int64 { return f.now }
+func (f *fakeBackend) Now() int64                         { return f.now }
 func (f *fakeBackend) StateHash() (uint64, string, error) { return 0, "", nil }
 
 func (f *fakeBackend) Load() cluster.LoadStatus { return cluster.LoadStatus{MaxInflight: 1} }
