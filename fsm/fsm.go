@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"log/slog"
 	"strings"
 	"sync"
@@ -368,6 +369,54 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.opts.OnApplied(f.AppliedIndex(), Changes{Queues: map[string]struct{}{"*": {}}})
 	}
 	return nil
+}
+
+// VerifySnapshot reads a snapshot as Restore would, without touching this
+// FSM: the state image must open and be of this code's state format, and
+// every other entry must be message files. It returns the image's meta
+// record. dir holds a temporary copy of the image while it is checked.
+// A restore of an operator's backup runs it first, because Raft stops a
+// node whose FSM refuses a snapshot it was told to install.
+func VerifySnapshot(r io.Reader, dir string) (*command.MetaRecord, error) {
+	tr := tar.NewReader(r)
+	h, err := tr.Next()
+	if err != nil || h.Name != snapshotState {
+		return nil, fmt.Errorf("not a snapshot of state format %d (first entry: %v)", command.StateFormat, nameOr(h, err))
+	}
+	tmp, err := os.CreateTemp(dir, "verify-*.db")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, tr)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state image: %w", err)
+	}
+	var meta *command.MetaRecord
+	if err := store.Probe(tmp.Name(), func(r store.Reader) error {
+		meta, err = readMeta(r, "snapshot")
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return meta, nil
+		}
+		if err == nil && !strings.HasPrefix(h.Name, snapshotMessages) {
+			err = fmt.Errorf("unexpected entry %q", h.Name)
+		}
+		if err == nil {
+			_, err = io.Copy(io.Discard, tr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("message files: %w", err)
+		}
+	}
 }
 
 func nameOr(h *tar.Header, err error) string {

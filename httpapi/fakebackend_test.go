@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/backup"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
@@ -145,6 +147,14 @@ func (f *fakeBackend) Query(ctx context.Context, level cluster.ReadLevel, q *com
 }
 
 func (f *fakeBackend) Now() int64                         { return f.now }
+func (f *fakeBackend) Backup(context.Context, io.Writer, string) (backup.Header, error) {
+	return backup.Header{}, errors.New("no backups here")
+}
+
+func (f *fakeBackend) Restore(context.Context, io.Reader) (backup.Header, uint64, error) {
+	return backup.Header{}, 0, errors.New("no restores here")
+}
+
 func (f *fakeBackend) StateHash() (uint64, string, error) { return 0, "", nil }
 
 func (f *fakeBackend) Load() cluster.LoadStatus { return cluster.LoadStatus{MaxInflight: 1} }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/backup"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
@@ -28,6 +30,8 @@ type Backend interface {
 	Status() cluster.RaftStatus
 	Load() cluster.LoadStatus
 	StateHash() (applied uint64, hash string, err error)
+	Backup(ctx context.Context, w io.Writer, version string) (backup.Header, error)
+	Restore(ctx context.Context, r io.Reader) (backup.Header, uint64, error)
 	Cluster() cluster.ClusterView
 	RemoveServer(ctx context.Context, id string) error
 	ID() string
@@ -139,6 +143,8 @@ func (a *API) routes() {
 	h("GET /api/v1/system/maintenance/pop", a.getPopMaintenance)
 	h("POST /api/v1/system/maintenance/pop", a.setPopMaintenance)
 	h("GET /api/v1/system/state-hash", a.stateHash)
+	h("GET /api/v1/system/backup", a.backup)
+	h("POST /api/v1/system/restore", a.restore)
 	h("GET /api/v1/system/kv-timers", a.getSwitches)
 	h("POST /api/v1/system/kv-timers", a.setSwitches)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {

@@ -138,6 +138,7 @@ var engineErrors = []struct {
 	{cluster.ErrShutdown, Unavailable, "shutting_down", "the node is shutting down"},
 	{cluster.ErrUnknownServer, NotFound, "unknown_server", "no such node in the cluster configuration"},
 	{cluster.ErrInternal, Internal, "internal", ""},
+	{cluster.ErrBadBackup, Invalid, "bad_backup", ""},
 	{cluster.ErrOverloaded, Overloaded, "overloaded", "overloaded: this node has too many writes in flight; retry after a while"},
 	{cluster.ErrStorageFull, StorageFull, "storage_full", "storage full: the data disk is nearly full; free space or add capacity"},
 	{idempotency.ErrInFlight, Conflict, "idempotency_key_in_flight", ""},

@@ -251,20 +251,25 @@ func (db *DB) PrepareRestore(r io.Reader, check func(Reader) error) (*PendingRes
 		os.Remove(tmp)
 		return nil, fmt.Errorf("store: restore: %w", err)
 	}
-	probe, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		os.Remove(tmp)
-		return nil, fmt.Errorf("store: restore: image does not open: %w", err)
-	}
-	if check != nil {
-		err = probe.View(func(tx *bolt.Tx) error { return check(readTx{tx}) })
-	}
-	probe.Close()
-	if err != nil {
+	if err := Probe(tmp, check); err != nil {
 		os.Remove(tmp)
 		return nil, fmt.Errorf("store: restore: %w", err)
 	}
 	return &PendingRestore{db: db, tmp: tmp}, nil
+}
+
+// Probe opens the state image at path read-only and runs check on it: is
+// it a state file, and does check accept what it holds.
+func Probe(path string, check func(Reader) error) error {
+	probe, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("image does not open: %w", err)
+	}
+	defer probe.Close()
+	if check == nil {
+		return nil
+	}
+	return probe.View(func(tx *bolt.Tx) error { return check(readTx{tx}) })
 }
 
 // Abort drops a prepared image.

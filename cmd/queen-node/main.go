@@ -29,7 +29,17 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	args := os.Args[1:]
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			if err := sub(args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(os.Stderr, "queen-node "+args[0]+":", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	if err := run(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/raftlog"
+)
+
+// Recover is the way back from losing quorum for good (README,
+// "Operations"): on a stopped node whose peers are gone, it rewrites the
+// node's Raft configuration to this node alone with hashicorp/raft's
+// RecoverCluster, which also replays every entry of the node's log into its
+// state. Started again, the node is a one-voter cluster that has everything
+// it had applied (and whatever else its log held); new nodes then join it
+// as usual. Run it only when the other voters will never come back: two
+// recovered nodes of one cluster would each accept writes.
+func Recover(cfg Config) (lastIndex uint64, err error) {
+	if cfg.NodeID == "" {
+		return 0, errors.New("cluster: recover: node id is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger.With("component", "recover", "node", cfg.NodeID)
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return 0, err
+	}
+	db, msgs, err := openState(cfg.DataDir, false, cfg.BootID, log)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	defer msgs.Close()
+	f, err := fsm.New(db, msgs, fsm.Options{Logger: cfg.Logger})
+	if err != nil {
+		return 0, err
+	}
+	hlog := newHCLogger(cfg.Logger, "raft")
+	stores, err := raftlog.Open(raftlog.Config{Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
+		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog})
+	if err != nil {
+		return 0, err
+	}
+	defer stores.Close()
+	self := raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: stores.Transport.LocalAddr()}
+	conf := raft.Configuration{Servers: []raft.Server{self}}
+	rc := raftlog.RaftConfig(cfg.NodeID, cfg.Tuning, hlog)
+	if err := raft.RecoverCluster(rc, f, stores.Log, stores.Stable, stores.Snapshots, stores.Transport, conf); err != nil {
+		return 0, fmt.Errorf("cluster: recover: %w", err)
+	}
+	last, err := stores.Log.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	log.Warn("recovered: this node is now the only voter of its cluster", "raft_addr", self.Address, "last_index", last,
+		"applied", f.AppliedIndex())
+	return last, nil
+}

@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/queen-node/queen-node/cluster"
+)
+
+// GET /api/v1/system/backup streams a consistent backup of the cluster
+// from this node (package backup has the format; `queen-node backup` saves
+// and verifies it). POST /api/v1/system/restore installs one on the
+// leader; elsewhere it answers 409 with the leader's HTTP address.
+
+// countingWriter notes whether the response has started.
+type countingWriter struct {
+	w       http.ResponseWriter
+	written bool
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if !c.written {
+		c.w.Header().Set("Content-Type", "application/octet-stream")
+		c.w.Header().Set("Content-Disposition", `attachment; filename="queen-node.backup"`)
+		c.written = true
+	}
+	return c.w.Write(p)
+}
+
+func (a *API) backup(w http.ResponseWriter, r *http.Request) {
+	cw := &countingWriter{w: w}
+	h, err := a.b.Backup(r.Context(), cw, a.cfg.Version)
+	if err != nil {
+		if !cw.written {
+			writeError(w, err)
+			return
+		}
+		// The status is sent; a broken stream fails the file's checksum.
+		a.log.Error("backup stream failed", "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	a.log.Info("backup sent", "index", h.Index, "bytes", h.Size)
+}
+
+func (a *API) restore(w http.ResponseWriter, r *http.Request) {
+	h, index, err := a.b.Restore(r.Context(), r.Body)
+	if errors.Is(err, cluster.ErrNotLeader) {
+		leader := a.b.Cluster().Leader.HTTPAddr
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "a restore runs on the leader; send it to leaderHttp",
+			"code": "not_leader", "leaderHttp": leader})
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "backupIndex": h.Index, "backupTakenAt": h.CreatedAt,
+		"backupNodeId": h.NodeID, "logIndex": index})
+}
