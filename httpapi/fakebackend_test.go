@@ -146,7 +146,7 @@ func (f *fakeBackend) Query(ctx context.Context, level cluster.ReadLevel, q *com
 	return res, err
 }
 
-func (f *fakeBackend) Now() int64                         { return f.now }
+func (f *fakeBackend) Now() int64 { return f.now }
 func (f *fakeBackend) Backup(context.Context, io.Writer, string) (backup.Header, error) {
 	return backup.Header{}, errors.New("no backups here")
 }
