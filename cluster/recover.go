@@ -51,14 +51,40 @@ func Recover(cfg Config) (lastIndex uint64, err error) {
 	self := raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: stores.Transport.LocalAddr()}
 	conf := raft.Configuration{Servers: []raft.Server{self}}
 	rc := raftlog.RaftConfig(cfg.NodeID, cfg.Tuning, hlog)
-	if err := raft.RecoverCluster(rc, f, stores.Log, stores.Stable, stores.Snapshots, stores.Transport, conf); err != nil {
+	rf := &releasingFSM{FSM: f}
+	err = raft.RecoverCluster(rc, rf, stores.Log, stores.Stable, stores.Snapshots, stores.Transport, conf)
+	rf.release()
+	if err != nil {
 		return 0, fmt.Errorf("cluster: recover: %w", err)
 	}
-	last, err := stores.Log.LastIndex()
-	if err != nil {
-		return 0, err
+	meta, snap, err := stores.LatestSnapshot()
+	if err != nil || meta == nil {
+		return 0, fmt.Errorf("cluster: recover: no snapshot after recovery: %v", err)
 	}
+	snap.Close()
+	last := meta.Index
 	log.Warn("recovered: this node is now the only voter of its cluster", "raft_addr", self.Address, "last_index", last,
 		"applied", f.AppliedIndex())
 	return last, nil
+}
+
+// releasingFSM releases the snapshots RecoverCluster takes and persists
+// (it never does: a running Raft would), which hold the state file open.
+type releasingFSM struct {
+	*fsm.FSM
+	snaps []raft.FSMSnapshot
+}
+
+func (r *releasingFSM) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := r.FSM.Snapshot()
+	if err == nil {
+		r.snaps = append(r.snaps, s)
+	}
+	return s, err
+}
+
+func (r *releasingFSM) release() {
+	for _, s := range r.snaps {
+		s.Release()
+	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,9 +19,12 @@ import (
 // it was taken and every group position; a truncated or corrupted file is
 // refused and changes nothing.
 
-// queenNode runs the binary with args and returns its output and error.
+// queenNode runs the binary with args (for at most two minutes) and
+// returns its output and error.
 func queenNode(args ...string) (string, error) {
-	out, err := exec.Command(binPath, args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binPath, args...).CombinedOutput()
 	return string(out), err
 }
 

@@ -105,3 +105,12 @@ func (c *Cluster) RemoveNode(ctx context.Context, n *Node) error {
 	}
 	return err
 }
+
+// Forget drops n from the cluster's nodes without asking anyone: for a node
+// lost for good (its machine is gone), which no Raft configuration change
+// can remove while the cluster has no quorum. n must not be running.
+func (c *Cluster) Forget(n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removed[n] = true
+}
