@@ -82,6 +82,12 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 		gauge("applied_index", "Highest log index applied to the FSM here.", func() float64 { return float64(n.fsm.AppliedIndex()) }),
 		gauge("last_index", "Highest log index stored here.", func() float64 { return float64(n.raft.LastIndex()) }),
 		&depthCollector{n: n},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Name: "inflight_writes",
+			Help: "Writes holding one of this node's --max-inflight slots."}, func() float64 { return float64(len(n.slots)) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Name: "data_disk_free_bytes",
+			Help: "Free space on the data dir's filesystem, as admission last sampled it."}, func() float64 { return float64(n.disk.FreeBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Name: "apply_paused",
+			Help: "1 while this node's state machine waits for disk space."}, func() float64 { return b2f(n.disk.Paused()) }),
 	)
 	return m
 }

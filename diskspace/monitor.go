@@ -98,7 +98,9 @@ func (m *Monitor) Paused() bool { return m.paused.Load() }
 // (or the monitor is closed). The caller applies nothing meanwhile, so no
 // entry is skipped and none fails halfway.
 func (m *Monitor) AwaitApply() {
-	if m.minFree == 0 || m.free.Load() >= m.minFree/2 && m.sample() >= m.minFree/2 {
+	// The sampler's last reading (at most SampleInterval old) decides; the
+	// margin, half of MinFree, is far more than a batch writes in that time.
+	if m.minFree == 0 || m.free.Load() >= m.minFree/2 || m.sample() >= m.minFree/2 {
 		return
 	}
 	m.paused.Store(true)
