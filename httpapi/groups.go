@@ -231,15 +231,10 @@ func (a *API) seekQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := request.Seek(r.PathValue("group"), r.PathValue("queue"), toEnd, ts, hasTS)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	res, ok := a.propose(w, r, nil, &command.Command{Body: &command.Command_Seek{Seek: in}})
+	s, ok := a.proposeSeek(w, r, in, err)
 	if !ok {
 		return
 	}
-	s := res.(*command.SeekResult)
 	if !s.QueueFound {
 		notFound(w, "Queue not found: "+in.Queue)
 		return
@@ -256,15 +251,10 @@ func (a *API) seekQueue(w http.ResponseWriter, r *http.Request) {
 // end (a cursor is made when the group had none there).
 func (a *API) seekPartition(w http.ResponseWriter, r *http.Request) {
 	in, err := request.SeekPartition(r.PathValue("group"), r.PathValue("queue"), r.PathValue("partition"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	res, ok := a.propose(w, r, nil, &command.Command{Body: &command.Command_Seek{Seek: in}})
+	s, ok := a.proposeSeek(w, r, in, err)
 	if !ok {
 		return
 	}
-	s := res.(*command.SeekResult)
 	if !s.PartitionFound {
 		writeJSON(w, http.StatusNotFound, map[string]any{"success": false, "error": "Partition not found"})
 		return
@@ -275,6 +265,19 @@ func (a *API) seekPartition(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "consumerGroup": in.Group, "queueName": in.Queue,
 		"partitionName": in.Partition, "updated": s.PartitionsUpdated > 0, "cursorMovedTo": moved})
+}
+
+// proposeSeek proposes a validated seek (or answers its refusal).
+func (a *API) proposeSeek(w http.ResponseWriter, r *http.Request, in *command.Seek, err error) (*command.SeekResult, bool) {
+	if err != nil {
+		writeError(w, err)
+		return nil, false
+	}
+	res, ok := a.propose(w, r, nil, &command.Command{Body: &command.Command_Seek{Seek: in}})
+	if !ok {
+		return nil, false
+	}
+	return res.(*command.SeekResult), true
 }
 
 // POST /api/v1/stats/refresh: the views are computed from the state on

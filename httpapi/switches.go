@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -20,8 +19,8 @@ func switchesOut(s *command.SwitchesResult) map[string]any {
 }
 
 func (a *API) getSwitches(w http.ResponseWriter, r *http.Request) {
-	var s *command.SwitchesResult
-	if err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error { s = rd.Switches(); return nil }); err != nil {
+	s, err := a.readSwitches(r)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
