@@ -94,14 +94,15 @@ func (m *Monitor) Low() bool { return m.minFree > 0 && m.free.Load() < m.minFree
 func (m *Monitor) Paused() bool { return m.paused.Load() }
 
 // AwaitApply returns when there is room to apply a batch: at once unless
-// the free space is below half of MinFree, else when it is back above it
-// (or the monitor is closed). The caller applies nothing meanwhile, so no
-// entry is skipped and none fails halfway.
-func (m *Monitor) AwaitApply() {
+// the free space is below half of MinFree, else when it is back above it.
+// The caller applies nothing meanwhile, so no entry is skipped and none
+// fails halfway. It returns false when the monitor was closed (the node
+// stops) while the disk was still full: the caller must not apply.
+func (m *Monitor) AwaitApply() bool {
 	// The sampler's last reading (at most SampleInterval old) decides; the
 	// margin, half of MinFree, is far more than a batch writes in that time.
 	if m.minFree == 0 || m.free.Load() >= m.minFree/2 || m.sample() >= m.minFree/2 {
-		return
+		return true
 	}
 	m.paused.Store(true)
 	defer m.paused.Store(false)
@@ -110,9 +111,10 @@ func (m *Monitor) AwaitApply() {
 	for m.sample() < m.minFree/2 {
 		select {
 		case <-m.stop:
-			return
+			return false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	m.log.Info("data disk has room again: applying resumed", "path", m.path, "free_bytes", m.free.Load())
+	return true
 }

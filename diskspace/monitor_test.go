@@ -21,7 +21,9 @@ func TestOffNeverRefusesOrPauses(t *testing.T) {
 	if m.Low() {
 		t.Fatal("minFree 0 refused")
 	}
-	m.AwaitApply() // returns at once
+	if !m.AwaitApply() {
+		t.Fatal("minFree 0 held apply")
+	}
 }
 
 // With a threshold above the disk's size, writes are refused and apply
@@ -34,7 +36,8 @@ func TestBelowTheThresholdApplyWaits(t *testing.T) {
 		t.Fatal("not low below the threshold")
 	}
 	done := make(chan struct{})
-	go func() { m.AwaitApply(); close(done) }()
+	var ok bool
+	go func() { ok = m.AwaitApply(); close(done) }()
 	select {
 	case <-done:
 		t.Fatal("apply did not wait")
@@ -46,14 +49,16 @@ func TestBelowTheThresholdApplyWaits(t *testing.T) {
 	m.Close()
 	select {
 	case <-done:
+		if ok {
+			t.Fatal("released by Close with the disk still full, AwaitApply said apply")
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not release the waiting apply")
 	}
 	// Above the threshold: no wait.
 	m2 := New(dir, 1, nil)
 	defer m2.Close()
-	m2.AwaitApply()
-	if m2.Low() || m2.Paused() {
+	if !m2.AwaitApply() || m2.Low() || m2.Paused() {
 		t.Fatal("low with room to spare")
 	}
 }

@@ -48,8 +48,9 @@ type Options struct {
 	OnApplied func(index uint64, changes Changes)
 	// AwaitSpace, when set, is called before every batch and returns when
 	// the disk has room for it (package diskspace): a full disk pauses
-	// apply where it is instead of failing a commit halfway.
-	AwaitSpace func()
+	// apply where it is instead of failing a commit halfway. false means
+	// the node stops with the disk still full: the FSM halts (see halted).
+	AwaitSpace func() bool
 }
 
 // FSM is the replicated state machine: raft.FSM and raft.BatchingFSM over a
@@ -69,6 +70,10 @@ type FSM struct {
 	lastNow atomic.Int64
 	// bytes of entries applied since the last snapshot
 	sinceSnapshot atomic.Int64
+	// halted: apply stopped for good in this process (AwaitSpace said
+	// false); Snapshot refuses, since Raft would label the state with
+	// entries it does not hold.
+	halted atomic.Bool
 
 	restoreMu sync.Mutex
 }
@@ -153,10 +158,16 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // ApplyBatch applies committed entries in one store transaction: their data
 // and the new applied index reach the disk together, with one fsync.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
-	if f.opts.AwaitSpace != nil {
-		f.opts.AwaitSpace()
-	}
 	resp := make([]interface{}, len(logs))
+	if f.halted.Load() || (f.opts.AwaitSpace != nil && !f.opts.AwaitSpace()) {
+		// Stopping with a full disk: apply nothing more. The entries stay
+		// in the log and are applied after the restart (the state's
+		// applied index did not move), and no snapshot claims them.
+		if !f.halted.Swap(true) {
+			f.log.Warn("apply halted: the node stops with its data disk full", "first_unapplied", logs[0].Index)
+		}
+		return resp
+	}
 	var changes Changes
 	meta := proto.Clone(f.meta).(*command.MetaRecord)
 	start := time.Now()
@@ -289,6 +300,9 @@ func (f *FSM) Read(fn func(r *Reader) error) error {
 // its log up to this snapshot, so both must hold everything up to here
 // durably (DESIGN.md, the storage trap).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if f.halted.Load() {
+		return nil, errors.New("fsm: apply halted (the node is stopping with its disk full): no snapshot")
+	}
 	if err := f.db.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}

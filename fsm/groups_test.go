@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/queen-node/queen-node/command"
 )
 
@@ -101,4 +103,30 @@ func TestPushMaintenanceBuffersThenAppendsInOrder(t *testing.T) {
 	}
 	eq(t, "appended now", h.push(item("q", "", "e"))[0].Status, command.PushItemResult_QUEUED)
 	eqList(t, "in order, a once", h.txns(h.pop("q", group("g"), fromAll(), batch(10))), []string{"a", "b", "c", "d", "e"})
+}
+
+// A node that stops while its disk is full halts apply: the batch is not
+// applied (the state's applied index stays, so the entries are applied
+// after the restart), and no snapshot claims entries the state lacks.
+func TestApplyHaltsWhenTheDiskStaysFull(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("q", "", "a"))
+	before := stateHash(t, h.f)
+	applied := h.f.AppliedIndex()
+	full := false
+	h.f.opts.AwaitSpace = func() bool { return !full }
+	full = true
+	l := h.entry(&command.Command{Body: &command.Command_Push{Push: &command.Push{Items: []*command.PushItem{item("q", "", "b")}}}})
+	if res := h.f.ApplyBatch([]*raft.Log{l}); res[0] != nil {
+		t.Fatalf("a halted FSM answered %v", res[0])
+	}
+	eq(t, "applied index", h.f.AppliedIndex(), applied)
+	eq(t, "state", stateHash(t, h.f), before)
+	if _, err := h.f.Snapshot(); err == nil {
+		t.Fatal("a halted FSM took a snapshot")
+	}
+	full = false // halted for the rest of the process, whatever the disk does now
+	if res := h.f.ApplyBatch([]*raft.Log{l}); res[0] != nil || h.f.AppliedIndex() != applied {
+		t.Fatal("a halted FSM applied again")
+	}
 }
