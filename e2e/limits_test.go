@@ -230,25 +230,62 @@ func TestAFollowerWithAFullDiskStopsAndCatchesUp(t *testing.T) {
 	time.Sleep(time.Second)
 	close(stop)
 	loadDone.Wait()
-	// Caught up: all three at one applied index with one state hash.
-	var last string
-	ok, detail = pollUntil(60*time.Second, 200*time.Millisecond, func() (bool, string) {
-		var idx []float64
-		var hashes []string
-		for _, n := range c.nodes {
-			var sh map[string]any
-			if err := n.getJSON("/api/v1/system/state-hash", 10*time.Second, &sh); err != nil {
-				return false, err.Error()
+	sameState := func(what string) string {
+		t.Helper()
+		var last string
+		ok, detail := pollUntil(60*time.Second, 200*time.Millisecond, func() (bool, string) {
+			var idx []float64
+			var hashes []string
+			for _, n := range c.nodes {
+				var sh map[string]any
+				if err := n.getJSON("/api/v1/system/state-hash", 10*time.Second, &sh); err != nil {
+					return false, err.Error()
+				}
+				idx = append(idx, sh["appliedIndex"].(float64))
+				hashes = append(hashes, sh["hash"].(string))
 			}
-			idx = append(idx, sh["appliedIndex"].(float64))
-			hashes = append(hashes, sh["hash"].(string))
+			last = fmt.Sprint(idx, hashes)
+			return idx[0] == idx[1] && idx[1] == idx[2] && hashes[0] == hashes[1] && hashes[1] == hashes[2], last
+		})
+		if !ok {
+			t.Fatalf("%s: the follower did not catch up to the same state: %s", what, detail)
 		}
-		last = fmt.Sprint(idx, hashes)
-		return idx[0] == idx[1] && idx[1] == idx[2] && hashes[0] == hashes[1] && hashes[1] == hashes[2], last
-	})
-	if !ok {
-		t.Fatalf("the follower did not catch up to the same state: %s", detail)
+		return last
 	}
+	// Caught up: all three at one applied index with one state hash.
+	last := sameState("after freeing space")
+
+	// Stopped while full: SIGTERM ends it cleanly (apply halts, nothing is
+	// written into the full disk); restarted once space is back, it
+	// applies what it had not and agrees again.
+	fill(t, filler, 16<<20)
+	loadIs := func(key string) (bool, string) {
+		var h map[string]any
+		if err := full.getJSON("/health", 2*time.Second, &h); err != nil {
+			return false, err.Error()
+		}
+		load, _ := h["load"].(map[string]any)
+		return load[key] == true, fmt.Sprint(load)
+	}
+	if ok, detail := pollUntil(5*time.Second, 50*time.Millisecond, func() (bool, string) { return loadIs("storageFull") }); !ok {
+		t.Fatalf("the full disk was not noticed: %s", detail)
+	}
+	c.sendRetry(l, 10*time.Second, "POST", "/api/v1/push", map[string]any{"items": []pushItem{{Queue: "disk", TransactionID: "while-full"}}}, nil)
+	acked.Add(1)
+	if ok, detail := pollUntil(15*time.Second, 100*time.Millisecond, func() (bool, string) { return loadIs("applyPaused") }); !ok {
+		t.Fatalf("no pause the second time: %s", detail)
+	}
+	if code, took := full.sigterm(30 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM of the node with the full disk: exit %d after %v", code, took)
+	}
+	if b, err := os.ReadFile(full.LogPath()); err != nil || !strings.Contains(string(b), "apply halted") {
+		t.Fatalf("the stopping node did not halt its apply (log read: %v)", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	full.restart()
+	last = sameState("after a stop while full")
 	totals := full.api(t).queueTotals("disk")
 	if int64(totals["total"]) < acked.Load() {
 		t.Fatalf("the caught-up follower holds %d messages, %d were acknowledged", totals["total"], acked.Load())
