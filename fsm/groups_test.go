@@ -130,3 +130,22 @@ func TestApplyHaltsWhenTheDiskStaysFull(t *testing.T) {
 		t.Fatal("a halted FSM applied again")
 	}
 }
+
+// maxSize is checked when the buffer takes a push, never when it appends
+// it: an item answered "buffered" is never dropped.
+func TestBufferedPushesPassMaxSizeWhenAppended(t *testing.T) {
+	h := newHarness(t)
+	h.configure("q", &command.QueueOptions{MaxSize: ptr(int64(2))})
+	on, off := true, false
+	h.apply(&command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{PushMaintenance: &on}}})
+	res := h.push(item("q", "", "a"), item("q", "", "b"), item("q", "", "c"))
+	for _, r := range res {
+		eq(t, "buffered", r.Status, command.PushItemResult_BUFFERED)
+	}
+	h.apply(&command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{PushMaintenance: &off}}})
+	h.apply(&command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{Limit: 10}}})
+	eqList(t, "all three appended", h.txns(h.pop("q", batch(10))), []string{"a", "b", "c"})
+	// Now at maxSize: the buffer refuses at once, as a push would.
+	h.apply(&command.Command{Body: &command.Command_SetSwitches{SetSwitches: &command.SetSwitches{PushMaintenance: &on}}})
+	eq(t, "refused while full", h.push(item("q", "", "d"))[0].Status, command.PushItemResult_FAILED)
+}

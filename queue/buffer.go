@@ -20,7 +20,15 @@ func bufferKey(index uint64, n uint32) []byte {
 
 // Buffer holds a push item; it answers "buffered", with the ids a queued
 // push would carry except its offset, which it gets when it is appended.
+// A queue at maxSize refuses it now, as Push would: what the buffer takes
+// is appended whatever the queue holds by then.
 func (t *Tx) Buffer(it *command.PushItem) *command.PushItemResult {
+	if qs := t.queue(it.Queue); qs != nil {
+		if why := full(qs); why != "" {
+			return &command.PushItemResult{Status: command.PushItemResult_FAILED, Error: why,
+				TransactionId: it.TransactionId, Queue: it.Queue, TraceId: it.TraceId}
+		}
+	}
 	rec := &command.BufferedPush{Item: it, ReceivedUs: t.now}
 	t.tx.Put(bPushBuffer, bufferKey(t.index, t.nextOrdinal()), command.MustEncodeRecord(rec))
 	return &command.PushItemResult{Status: command.PushItemResult_BUFFERED, MessageId: it.MessageId,
@@ -28,8 +36,8 @@ func (t *Tx) Buffer(it *command.PushItem) *command.PushItemResult {
 }
 
 // Drain appends up to limit buffered pushes, oldest first, as pushes of
-// this entry (dedup, maxSize and the rest apply as they would have). It
-// returns how many it took from the buffer.
+// this entry (the dedup window applies; maxSize was checked when the
+// buffer took them). It returns how many it took from the buffer.
 func (t *Tx) Drain(limit int) int {
 	var keys [][]byte
 	var items []*command.PushItem
@@ -42,7 +50,7 @@ func (t *Tx) Drain(limit int) int {
 	}
 	for i, k := range keys {
 		t.tx.Delete(bPushBuffer, k)
-		t.Push(items[i])
+		t.push(items[i], false)
 	}
 	return len(keys)
 }

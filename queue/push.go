@@ -13,7 +13,19 @@ import (
 // nothing is written and the result names the original message (spec §4.2,
 // §5.8, addendum §4.6). A queue at maxSize refuses the item
 // (spec §5.11).
-func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
+func (t *Tx) Push(it *command.PushItem) *command.PushItemResult { return t.push(it, true) }
+
+// full says why a queue at maxSize refuses a push ("" when it takes it).
+func full(qs *queueState) string {
+	if max := qs.rec.Options.GetMaxSize(); max > 0 && qs.rec.Pending >= uint64(max) {
+		return fmt.Sprintf("queue %s is at max capacity (%d pending, maxSize %d)", qs.rec.Name, qs.rec.Pending, max)
+	}
+	return ""
+}
+
+// push is Push; checkSize false appends past maxSize (a push the buffer of
+// push maintenance already accepted).
+func (t *Tx) push(it *command.PushItem, checkSize bool) *command.PushItemResult {
 	r := &command.PushItemResult{TransactionId: it.TransactionId, Queue: it.Queue, TraceId: it.TraceId}
 	qs := t.ensureQueue(it.Queue)
 	ps := t.ensurePartition(it.Queue, it.Partition)
@@ -27,9 +39,9 @@ func (t *Tx) Push(it *command.PushItem) *command.PushItemResult {
 		}
 		return r
 	}
-	if max := qs.rec.Options.GetMaxSize(); max > 0 && qs.rec.Pending >= uint64(max) {
+	if why := full(qs); checkSize && why != "" {
 		r.Status = command.PushItemResult_FAILED
-		r.Error = fmt.Sprintf("queue %s is at max capacity (%d pending, maxSize %d)", it.Queue, qs.rec.Pending, max)
+		r.Error = why
 		return r
 	}
 	seq := ps.rec.NextSeq
