@@ -57,6 +57,9 @@ func startLiveWith(t *testing.T, cfg httpapi.Config) *live {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, _ := l.do("POST", "/api/v1/kv", `{"operations":[{"op":"get","ns":"probe","key":"p"}]}`)
+		if cfg.Auth != nil { // the probe has no token: readiness is /health
+			code, _ = l.do("GET", "/health", "")
+		}
 		if code == 200 {
 			return l
 		}

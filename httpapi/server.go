@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/backup"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
@@ -52,6 +53,8 @@ type Config struct {
 	// RequestTimeout bounds a write's wait for its entry; 0 = 10s.
 	RequestTimeout time.Duration
 	Version        string
+	// Auth checks bearer tokens (spec §4.17); nil = JWT off.
+	Auth *auth.Verifier
 }
 
 // API is the HTTP handler.
@@ -177,9 +180,14 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	a.m.requests.Inc()
-	if _, pattern := a.mux.Handler(r); pattern == "" {
+	_, pattern := a.mux.Handler(r)
+	if pattern == "" {
 		// The mux's own 404/405 answers are plain text; ours are JSON.
 		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	r, ok := a.authorize(w, r, pattern)
+	if !ok {
 		return
 	}
 	a.mux.ServeHTTP(w, r)

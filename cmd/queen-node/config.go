@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/queen-node/queen-node/auth"
 )
 
 // config is everything the command line and the environment can set. Each
@@ -37,6 +40,7 @@ type config struct {
 	TimerTick               time.Duration
 	MaxInflight             int
 	MinFreeDiskMB           uint64
+	JWT                     auth.Config
 	TestHooks               bool
 
 	retentionMs, timerTickMs int // the ms flags, before they become durations
@@ -75,6 +79,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.IntVar(&c.timerTickMs, "timer-tick-ms", 50, "how often the leader looks for due timers, in ms")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 1024, "writes this node holds in flight (proposed or forwarded, waiting for their entry); beyond them a write is answered 429 overloaded with Retry-After")
 	fs.Uint64Var(&c.MinFreeDiskMB, "min-free-disk-mb", 256, "below this many MiB free on the data disk, writes that add data are answered 507 storage_full; below half of it apply pauses until space is freed; 0 = no checks")
+	c.jwtFlags(fs)
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
@@ -121,8 +126,51 @@ func envName(flagName string) string {
 	return "QUEEN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// aliases are older spellings still honoured (0.15 names).
+// aliases are older spellings still honoured (0.15 names), and the JWT_*
+// variables of spec §4.17, read when the QUEEN_ one is not set.
 var aliases = map[string]string{"default-subscription-mode": "DEFAULT_SUBSCRIPTION_MODE"}
+
+func init() {
+	for _, name := range jwtFlagNames {
+		aliases[name] = strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	}
+}
+
+// jwtFlagNames are the JWT flags; each is also JWT_<NAME> (spec §4.17).
+var jwtFlagNames = []string{"jwt-enabled", "jwt-algorithm", "jwt-secret", "jwt-public-key", "jwt-jwks-url", "jwt-jwks-file",
+	"jwt-issuer", "jwt-audience", "jwt-clock-skew", "jwt-skip-paths", "jwt-roles-claim", "jwt-roles-array-claim",
+	"jwt-role-admin", "jwt-role-read-write", "jwt-role-read-only", "jwt-role-write-only"}
+
+func (c *config) jwtFlags(fs *flag.FlagSet) {
+	j := &c.JWT
+	fs.BoolVar(&j.Enabled, "jwt-enabled", false, "require a JWT on every route but the public ones (spec §4.17)")
+	fs.StringVar(&j.Algorithm, "jwt-algorithm", "auto", "HS256 | RS256 | EdDSA | auto (every algorithm a key is given for)")
+	fs.StringVar(&j.Secret, "jwt-secret", "", "HS256 secret")
+	fs.StringVar(&j.PublicKey, "jwt-public-key", "", "RS256 or EdDSA public key: PEM text, or the path of a PEM file")
+	fs.StringVar(&j.JWKSURL, "jwt-jwks-url", "", "JWKS URL, fetched at start and every 5 minutes")
+	fs.StringVar(&j.JWKSFile, "jwt-jwks-file", "", "JWKS file, reread when it changes")
+	fs.StringVar(&j.Issuer, "jwt-issuer", "", "required iss; empty = any")
+	fs.StringVar(&j.Audience, "jwt-audience", "", "required aud; empty = any")
+	fs.Func("jwt-clock-skew", "leeway for exp, nbf and iat: seconds, or a Go duration (default 30)", func(v string) error {
+		if n, err := strconv.Atoi(v); err == nil {
+			j.ClockSkew = time.Duration(n) * time.Second
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		j.ClockSkew = d
+		return err
+	})
+	fs.Func("jwt-skip-paths", "comma-separated paths served without a token, matched exactly (default /health,/metrics/prometheus,/metrics,/)", func(v string) error {
+		j.SkipPaths = strings.Split(v, ",")
+		return nil
+	})
+	fs.StringVar(&j.RolesClaim, "jwt-roles-claim", "role", "claim holding one role (a string)")
+	fs.StringVar(&j.RolesArrayClaim, "jwt-roles-array-claim", "roles", "claim holding roles (an array)")
+	fs.StringVar(&j.RoleAdmin, "jwt-role-admin", "admin", "name of the admin role")
+	fs.StringVar(&j.RoleReadWrite, "jwt-role-read-write", "read-write", "name of the read-write role")
+	fs.StringVar(&j.RoleReadOnly, "jwt-role-read-only", "read-only", "name of the read-only role")
+	fs.StringVar(&j.RoleWriteOnly, "jwt-role-write-only", "write-only", "name of the producer-only role (push and timer schedule only)")
+}
 
 // parseConfig reads flags, then the environment for flags not given.
 func parseConfig(args []string, stderr io.Writer) (*config, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,29 @@ func TestHelpShowsTypesAndDefaults(t *testing.T) {
 	}
 	if strings.Contains(help, "-pprof string") || strings.Contains(help, "-pprof value") {
 		t.Error("pprof is not shown as a boolean")
+	}
+}
+
+// The JWT settings come from the spec's JWT_* variables (spec §4.17) as
+// well as from --jwt-* flags and QUEEN_JWT_*.
+func TestJWTSettingsFromTheSpecVariables(t *testing.T) {
+	t.Setenv("JWT_ENABLED", "true")
+	t.Setenv("JWT_SECRET", "s3cret")
+	t.Setenv("JWT_CLOCK_SKEW", "45")
+	t.Setenv("JWT_SKIP_PATHS", "/health,/")
+	t.Setenv("JWT_ROLE_WRITE_ONLY", "producer")
+	t.Setenv("QUEEN_JWT_ISSUER", "queen")
+	c, err := parseConfig([]string{"--jwt-audience", "brokers"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := c.JWT
+	if !j.Enabled || j.Secret != "s3cret" || j.ClockSkew != 45*time.Second || len(j.SkipPaths) != 2 ||
+		j.RoleWriteOnly != "producer" || j.Issuer != "queen" || j.Audience != "brokers" || j.RoleAdmin != "admin" {
+		t.Fatalf("jwt config: %+v", j)
+	}
+	t.Setenv("JWT_CLOCK_SKEW", "soon")
+	if _, err := parseConfig(nil, io.Discard); err == nil {
+		t.Fatal("a clock skew that is neither seconds nor a duration was taken")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/httpapi"
@@ -58,6 +59,12 @@ func run(args []string) error {
 		return err
 	}
 	log := newLogger(cfg.LogLevel)
+	cfg.JWT.Logger = log
+	verifier, err := auth.New(cfg.JWT) // nil with JWT off
+	if err != nil {
+		return err
+	}
+	defer verifier.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -107,6 +114,7 @@ func run(args []string) error {
 
 	api := httpapi.New(httpapi.Config{
 		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Rules: rules, Version: version,
+		Auth: verifier,
 	})
 	var handler http.Handler = api
 	if cfg.Pprof || cfg.TestHooks {

@@ -1,0 +1,118 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/httpapi"
+)
+
+const testSecret = "a-test-secret-of-enough-length-32b"
+
+func token(t *testing.T, sub string, extra map[string]any) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(testSecret)}, (&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
+	for k, v := range extra {
+		c[k] = v
+	}
+	tok, err := jwt.Signed(s).Claims(c).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// With JWT on: the spec's 401 and 403 bodies, the route levels of spec §3,
+// the producer-only write-only role, producerSub from the token, and the
+// public routes.
+func TestLiveJWTLevelsAndRoles(t *testing.T) {
+	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	l := startLiveWith(t, httpapi.Config{Auth: v})
+	as := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	ro := as(token(t, "dashboard", map[string]any{"role": "read-only"}))
+	wo := as(token(t, "checkout", map[string]any{"role": "write-only"}))
+	rw := as(token(t, "charger", map[string]any{"roles": []string{"read-write"}}))
+	admin := as(token(t, "ops", map[string]any{"role": "admin"}))
+	expired := as(token(t, "late", map[string]any{"role": "admin", "exp": time.Now().Add(-time.Hour).Unix()}))
+	call := func(hdr map[string]string, method, path, body string) (int, string) {
+		t.Helper()
+		code, b, _ := l.doH(method, path, body, hdr)
+		return code, strings.TrimSpace(string(b))
+	}
+	want := func(what string, code int, body string, wantCode int, wantBody string) {
+		t.Helper()
+		if code != wantCode || (wantBody != "" && body != wantBody) {
+			t.Fatalf("%s: %d %s, want %d %s", what, code, body, wantCode, wantBody)
+		}
+	}
+	push := `{"items":[{"queue":"jq","transactionId":"j1","payload":1,"producerSub":"someone-else"}]}`
+	c, b := call(nil, "POST", "/api/v1/push", push)
+	want("push without a token", c, b, 401, `{"error":"Authentication required"}`)
+	c, b = call(expired, "POST", "/api/v1/push", push)
+	want("expired", c, b, 401, `{"error":"Token has expired"}`)
+	c, b = call(map[string]string{"Authorization": "Bearer " + token(t, "x", nil) + "x"}, "POST", "/api/v1/push", push)
+	want("bad signature", c, b, 401, `{"error":"Invalid token signature"}`)
+	c, b = call(ro, "POST", "/api/v1/push", push)
+	want("read-only push", c, b, 403, `{"error":"Insufficient permissions"}`)
+	c, b = call(ro, "GET", "/api/v1/resources/queues", "")
+	want("read-only lists queues", c, b, 200, "")
+	if strings.Contains(b, "jq") {
+		t.Fatal("a refused push created its queue")
+	}
+	c, b = call(wo, "POST", "/api/v1/push", push)
+	want("write-only push", c, b, 201, "")
+	for _, p := range []struct{ method, path, body string }{
+		{"GET", "/api/v1/pop/queue/jq", ""},
+		{"POST", "/api/v1/ack", `{"transactionId":"j1","partitionId":"x"}`},
+		{"GET", "/api/v1/resources/queues", ""},
+		{"POST", "/api/v1/transaction", `{"operations":[]}`},
+		{"POST", "/api/v1/timers", `{"operations":[{"op":"cancel","queue":"jq","timerKey":"k"}]}`},
+	} {
+		c, b = call(wo, p.method, p.path, p.body)
+		want("write-only "+p.method+" "+p.path, c, b, 403, `{"error":"Insufficient permissions"}`)
+	}
+	c, b = call(wo, "POST", "/api/v1/timers", `{"operations":[{"op":"schedule","queue":"jq","timerKey":"k","delayMs":60000,"txn":"t1","payload":"MQ=="}]}`)
+	want("write-only schedules a timer", c, b, 200, "")
+	c, b = call(rw, "GET", "/api/v1/timers/jq/k", "")
+	if c != 200 || !strings.Contains(b, `"producerSub":"checkout"`) {
+		t.Fatalf("the timer's producerSub: %d %s", c, b)
+	}
+	c, b = call(rw, "GET", "/api/v1/pop/queue/jq", "")
+	want("read-write pop", c, b, 200, "")
+	var popped struct {
+		Messages []struct {
+			ProducerSub string `json:"producerSub"`
+		} `json:"messages"`
+	}
+	json.Unmarshal([]byte(b), &popped)
+	if len(popped.Messages) != 1 || popped.Messages[0].ProducerSub != "checkout" {
+		t.Fatalf("producerSub: %s", b)
+	}
+	c, b = call(rw, "DELETE", "/api/v1/resources/queues/jq", "")
+	want("read-write delete", c, b, 403, `{"error":"Insufficient permissions"}`)
+	c, b = call(rw, "POST", "/api/v1/system/maintenance", `{"enabled":true}`)
+	want("read-write maintenance", c, b, 403, `{"error":"Insufficient permissions"}`)
+	c, b = call(admin, "DELETE", "/api/v1/resources/queues/jq", "")
+	want("admin delete", c, b, 200, "")
+	for _, p := range []string{"/health", "/metrics", "/metrics/prometheus"} {
+		if c, _ := call(nil, "GET", p, ""); c != 200 {
+			t.Fatalf("%s without a token: %d", p, c)
+		}
+	}
+	c, b = call(nil, "GET", "/api/v1/nothing-here", "")
+	want("an unknown route is not a skip path", c, b, 401, "")
+}

@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/command"
+)
+
+// The access level of every route with JWT on (spec §3, addendum §4.11): a
+// route not listed needs read-write. producer marks what a write-only
+// token may call: push, and timer schedules.
+type routeAccess struct {
+	level    auth.Level
+	producer bool
+}
+
+var routeLevels = map[string]routeAccess{
+	"GET /health":                                           {level: auth.Public},
+	"GET /metrics":                                          {level: auth.Public},
+	"GET /metrics/prometheus":                               {level: auth.Public},
+	"POST /api/v1/push":                                     {level: auth.ReadWrite, producer: true},
+	"POST /api/v1/timers":                                   {level: auth.ReadWrite, producer: true},
+	"GET /api/v1/resources/queues":                          {level: auth.ReadOnly},
+	"GET /api/v1/resources/queues/{queue}":                  {level: auth.ReadOnly},
+	"DELETE /api/v1/resources/queues/{queue}":               {level: auth.Admin},
+	"GET /api/v1/dlq":                                       {level: auth.ReadOnly},
+	"GET /api/v1/kv/{ns}/{key...}":                          {level: auth.ReadOnly},
+	"GET /api/v1/timers/{queue}":                            {level: auth.ReadOnly},
+	"GET /api/v1/timers/{queue}/{timerKey...}":              {level: auth.ReadOnly},
+	"GET /api/v1/consumer-groups":                           {level: auth.ReadOnly},
+	"GET /api/v1/consumer-groups/lagging":                   {level: auth.ReadOnly},
+	"GET /api/v1/consumer-groups/{group}":                   {level: auth.ReadOnly},
+	"DELETE /api/v1/consumer-groups/{group}":                {level: auth.Admin},
+	"DELETE /api/v1/consumer-groups/{group}/queues/{queue}": {level: auth.Admin},
+	"POST /api/v1/stats/refresh":                            {level: auth.Admin},
+	"GET /api/v1/system/cluster":                            {level: auth.ReadOnly},
+	"DELETE /api/v1/system/cluster/nodes/{id}":              {level: auth.Admin},
+	"GET /api/v1/system/kv-timers":                          {level: auth.Admin},
+	"POST /api/v1/system/kv-timers":                         {level: auth.Admin},
+	"GET /api/v1/system/maintenance":                        {level: auth.Admin},
+	"POST /api/v1/system/maintenance":                       {level: auth.Admin},
+	"GET /api/v1/system/maintenance/pop":                    {level: auth.Admin},
+	"POST /api/v1/system/maintenance/pop":                   {level: auth.Admin},
+	"GET /api/v1/system/state-hash":                         {level: auth.Admin},
+	"GET /api/v1/system/backup":                             {level: auth.Admin},
+	"POST /api/v1/system/restore":                           {level: auth.Admin},
+}
+
+// accessOf is the access a route pattern needs.
+func accessOf(pattern string) routeAccess {
+	if a, ok := routeLevels[pattern]; ok {
+		return a
+	}
+	return routeAccess{level: auth.ReadWrite}
+}
+
+type identityKey struct{}
+
+// identityOf is the caller a request's token named; nil with JWT off (or
+// on a public route).
+func identityOf(r *http.Request) *auth.Identity {
+	id, _ := r.Context().Value(identityKey{}).(*auth.Identity)
+	return id
+}
+
+// authorize checks the request's token against its route; false means it
+// answered the refusal.
+func (a *API) authorize(w http.ResponseWriter, r *http.Request, pattern string) (*http.Request, bool) {
+	v := a.cfg.Auth
+	acc := accessOf(pattern)
+	if v == nil || acc.level == auth.Public || v.Skip(r.URL.Path) {
+		return r, true
+	}
+	id, aerr := v.Authenticate(r.Header.Get("Authorization"))
+	if aerr == nil && !id.Allows(acc.level, acc.producer) {
+		aerr = auth.ErrInsufficient
+	}
+	if aerr != nil {
+		writeJSON(w, aerr.Status, errorBody{Error: aerr.Msg})
+		return r, false
+	}
+	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), true
+}
+
+// stampProducer sets producerSub from the token's sub on every item (a
+// body's own producerSub is never taken).
+func stampProducer(r *http.Request, items []*command.PushItem) {
+	if id := identityOf(r); id != nil {
+		for _, it := range items {
+			it.ProducerSub = id.Sub
+		}
+	}
+}
