@@ -32,7 +32,21 @@ type config struct {
 	dialOpts  []grpc.DialOption
 	retry     RetryPolicy
 	transport string
+	token     TokenSource
 }
+
+// TokenSource returns the bearer token (a JWT) for the next call; it may
+// refresh it. An error fails the call without sending it.
+type TokenSource func(ctx context.Context) (string, error)
+
+// WithToken sends tok as the bearer token on every call (spec §4.17).
+func WithToken(tok string) Option {
+	return WithTokenSource(func(context.Context) (string, error) { return tok, nil })
+}
+
+// WithTokenSource asks src for the bearer token before every call (a
+// callback that refreshes a token before it expires).
+func WithTokenSource(src TokenSource) Option { return func(c *config) { c.token = src } }
 
 // WithHTTPClient sets the HTTP client of the HTTP transport. Its Timeout
 // must leave room for long-poll pops (Wait + a few seconds), or be 0.
@@ -66,11 +80,11 @@ func New(target string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(target)
 	switch {
 	case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
-		c.t = newHTTP(target, cfg.hc)
+		c.t = newHTTP(target, cfg.hc, cfg.token)
 	case err == nil && u.Scheme == "grpc":
-		c.t, err = newGRPC(u.Host, cfg.dialOpts)
+		c.t, err = newGRPC(u.Host, cfg.dialOpts, cfg.token)
 	case cfg.transport == "grpc":
-		c.t, err = newGRPC(target, cfg.dialOpts)
+		c.t, err = newGRPC(target, cfg.dialOpts, cfg.token)
 	default:
 		return nil, fmt.Errorf("queen: target %q: want http://, https:// or grpc:// (or WithGRPC)", target)
 	}

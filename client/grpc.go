@@ -3,6 +3,7 @@ package queen
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -20,9 +21,12 @@ type grpcTransport struct {
 	c    pb.QueenClient
 }
 
-func newGRPC(target string, opts []grpc.DialOption) (*grpcTransport, error) {
+func newGRPC(target string, opts []grpc.DialOption, token TokenSource) (*grpcTransport, error) {
 	base := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20))}
+	if token != nil {
+		base = append(base, grpc.WithPerRPCCredentials(bearer(token)))
+	}
 	conn, err := grpc.NewClient(target, append(base, opts...)...)
 	if err != nil {
 		return nil, err
@@ -180,3 +184,18 @@ func (t *grpcTransport) deleteQueue(ctx context.Context, queue string) error {
 	_, err := t.c.DeleteQueue(ctx, &pb.DeleteQueueRequest{Queue: queue})
 	return wrap(ctx, err)
 }
+
+// bearer puts a TokenSource's token in each call's metadata.
+type bearer TokenSource
+
+func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	tok, err := b(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queen: token: %w", err)
+	}
+	return map[string]string{"authorization": "Bearer " + tok}, nil
+}
+
+// RequireTransportSecurity is false: a loopback broker without TLS takes
+// tokens too (use TLS credentials beyond loopback).
+func (bearer) RequireTransportSecurity() bool { return false }

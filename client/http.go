@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,18 +19,19 @@ import (
 
 // httpTransport speaks the Queen HTTP API (spec/http-api.md).
 type httpTransport struct {
-	base string // scheme://host[:port], no trailing slash
-	hc   *http.Client
+	base  string // scheme://host[:port], no trailing slash
+	hc    *http.Client
+	token TokenSource // nil = no Authorization header
 }
 
-func newHTTP(base string, hc *http.Client) *httpTransport {
+func newHTTP(base string, hc *http.Client, token TokenSource) *httpTransport {
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{
 			Proxy: http.ProxyFromEnvironment, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		}}
 	}
-	return &httpTransport{base: strings.TrimRight(base, "/"), hc: hc}
+	return &httpTransport{base: strings.TrimRight(base, "/"), hc: hc, token: token}
 }
 
 func (t *httpTransport) close() error {
@@ -63,6 +65,13 @@ func (t *httpTransport) send(ctx context.Context, method, path, key string, body
 	req.Header.Set("Accept", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if t.token != nil {
+		tok, err := t.token(ctx)
+		if err != nil {
+			return false, fmt.Errorf("queen: token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := t.hc.Do(req)
 	if err != nil {

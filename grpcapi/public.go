@@ -5,9 +5,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
@@ -94,6 +97,10 @@ func (s *Public) refuse(ctx context.Context, idem *command.Idempotency, err erro
 // one the key stored first) as T.
 func propose[T proto.Message](s *Public, ctx context.Context, idem *command.Idempotency, cmd *command.Command) (T, error) {
 	var zero T
+	if !auth.MayRun(ctx, cmd) {
+		return zero, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
+	}
+	auth.StampPushes(ctx, cmd)
 	cmd.Idempotency = idem
 	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
 	defer cancel()

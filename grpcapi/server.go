@@ -7,6 +7,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
 	"github.com/queen-node/queen-node/request"
@@ -18,6 +19,12 @@ type Option func(*options)
 type options struct {
 	rules          *request.Rules
 	requestTimeout time.Duration
+	auth           *auth.Verifier
+}
+
+// WithAuth puts the public service behind JWTs (spec §4.17); nil = off.
+func WithAuth(v *auth.Verifier) Option {
+	return func(o *options) { o.auth = v }
 }
 
 // WithRules sets the node's request rules, shared with the HTTP API (so
@@ -49,7 +56,9 @@ func buildOptions(opts []Option) options {
 // service, the public queen.v1.Queen service, the standard health service
 // (SERVING while the node is ready) and server reflection.
 func NewServer(node Node, opts ...Option) *grpc.Server {
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20))
+	o := buildOptions(opts)
+	s := grpc.NewServer(grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20),
+		grpc.ChainUnaryInterceptor(unaryAuth(o.auth)), grpc.ChainStreamInterceptor(streamAuth(o.auth)))
 	internalpb.RegisterForwardServer(s, NewForwardServer(node))
 	queenpb.RegisterQueenServer(s, NewPublic(node, opts...))
 	healthpb.RegisterHealthServer(s, newHealth(node))

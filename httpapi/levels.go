@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/queen-node/queen-node/auth"
-	"github.com/queen-node/queen-node/command"
 )
 
 // The access level of every route with JWT on (spec §3, addendum §4.11): a
@@ -56,14 +54,9 @@ func accessOf(pattern string) routeAccess {
 	return routeAccess{level: auth.ReadWrite}
 }
 
-type identityKey struct{}
-
 // identityOf is the caller a request's token named; nil with JWT off (or
 // on a public route).
-func identityOf(r *http.Request) *auth.Identity {
-	id, _ := r.Context().Value(identityKey{}).(*auth.Identity)
-	return id
-}
+func identityOf(r *http.Request) *auth.Identity { return auth.IdentityFrom(r.Context()) }
 
 // authorize checks the request's token against its route; false means it
 // answered the refusal.
@@ -81,15 +74,5 @@ func (a *API) authorize(w http.ResponseWriter, r *http.Request, pattern string) 
 		writeJSON(w, aerr.Status, errorBody{Error: aerr.Msg})
 		return r, false
 	}
-	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id)), true
-}
-
-// stampProducer sets producerSub from the token's sub on every item (a
-// body's own producerSub is never taken).
-func stampProducer(r *http.Request, items []*command.PushItem) {
-	if id := identityOf(r); id != nil {
-		for _, it := range items {
-			it.ProducerSub = id.Sub
-		}
-	}
+	return r.WithContext(auth.WithIdentity(r.Context(), id)), true
 }

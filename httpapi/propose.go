@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/request"
@@ -61,6 +62,11 @@ func (a *API) refuse(w http.ResponseWriter, r *http.Request, idem *command.Idemp
 // true). ok=false means the answer was written: a failure, the key reused
 // with another request, or a refusal the key stored first.
 func (a *API) propose(w http.ResponseWriter, r *http.Request, idem *command.Idempotency, cmd *command.Command) (proto.Message, bool) {
+	if !auth.MayRun(r.Context(), cmd) {
+		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+		return nil, false
+	}
+	auth.StampPushes(r.Context(), cmd)
 	cmd.Idempotency = idem
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 	defer cancel()

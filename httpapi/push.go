@@ -109,7 +109,6 @@ func (a *API) push(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, idem, err)
 		return
 	}
-	stampProducer(r, items)
 	if len(items) == 0 && idem == nil {
 		writeRawJSON(w, http.StatusCreated, []byte("[]\n"))
 		return

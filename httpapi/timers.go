@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/request"
 )
@@ -128,15 +127,6 @@ func (a *API) timersPost(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, idem, err)
 		return
 	}
-	if id := identityOf(r); id != nil && id.WriteOnly() && cancels(ops) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
-		return
-	}
-	if id := identityOf(r); id != nil {
-		for _, op := range ops {
-			op.ProducerSub = id.Sub
-		}
-	}
 	res, ok := a.propose(w, r, idem, &command.Command{Body: &command.Command_Timers{Timers: &command.TimerBatch{Ops: ops}}})
 	if !ok {
 		return
@@ -253,15 +243,4 @@ func (a *API) timerList(w http.ResponseWriter, r *http.Request) {
 		next = &rows[len(rows)-1].TimerKey
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"rows": out, "truncated": truncated, "nextAfter": next})
-}
-
-// cancels reports whether a timer call cancels anything (a write-only
-// token may only schedule).
-func cancels(ops []*command.TimerOp) bool {
-	for _, op := range ops {
-		if op.Kind == command.TimerOp_CANCEL {
-			return true
-		}
-	}
-	return false
 }

@@ -136,11 +136,6 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, idem, err)
 		return
 	}
-	for _, op := range in.Ops {
-		if p := op.GetPush(); p != nil {
-			stampProducer(r, []*command.PushItem{p})
-		}
-	}
 	if res, ok := a.propose(w, r, idem, &command.Command{Body: &command.Command_Transaction{Transaction: in}}); ok {
 		renderTxn(w, res)
 	}

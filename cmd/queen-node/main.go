@@ -109,7 +109,7 @@ func run(args []string) error {
 	// (the KV read rate) hold across them.
 	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
 		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL})
-	grpcSrv := grpcapi.NewServer(node, grpcapi.WithRules(rules))
+	grpcSrv := grpcapi.NewServer(node, grpcapi.WithRules(rules), grpcapi.WithAuth(verifier))
 	go grpcSrv.Serve(grpcLn)
 
 	api := httpapi.New(httpapi.Config{

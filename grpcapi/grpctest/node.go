@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/httpapi"
@@ -39,6 +40,8 @@ type Options struct {
 	KVReadRate float64
 	// Logs: the node's log; nil = discarded.
 	Logs io.Writer
+	// Auth puts both APIs behind JWTs; nil = off.
+	Auth *auth.Verifier
 }
 
 // Start starts a single-node broker and waits until it leads. Everything is
@@ -66,9 +69,9 @@ func Start(t testing.TB, o Options) *Node {
 		t.Fatal(err)
 	}
 	rules := request.New(request.Options{DefaultSubscriptionMode: o.DefaultSubscriptionMode, KVReadRate: rate})
-	srv := grpcapi.NewServer(n, grpcapi.WithRules(rules))
+	srv := grpcapi.NewServer(n, grpcapi.WithRules(rules), grpcapi.WithAuth(o.Auth))
 	go srv.Serve(ln)
-	h := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Logger: log, Rules: rules}))
+	h := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Logger: log, Rules: rules, Auth: o.Auth}))
 	t.Cleanup(func() {
 		n.Drain()
 		h.Close()

@@ -1,0 +1,103 @@
+package grpcapi
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/queen-node/queen-node/auth"
+)
+
+// JWT on gRPC: the same tokens as on HTTP, in the per-call metadata
+// "authorization" ("Bearer <token>"), with the same levels (spec §3 on
+// HTTP, the method's HTTP twin here). Refusals are UNAUTHENTICATED (the
+// HTTP 401s) and PERMISSION_DENIED (403) with the spec's texts.
+
+type methodAccess struct {
+	level    auth.Level
+	producer bool
+}
+
+const publicService = "/queen.v1.Queen/"
+
+// queenLevels lists the queen.v1 methods that need another level than
+// read-write.
+var queenLevels = map[string]methodAccess{
+	"Push":        {level: auth.ReadWrite, producer: true},
+	"Timers":      {level: auth.ReadWrite, producer: true},
+	"DeleteQueue": {level: auth.Admin},
+	"GetTimer":    {level: auth.ReadOnly},
+	"ListTimers":  {level: auth.ReadOnly},
+	"CountTimers": {level: auth.ReadOnly},
+}
+
+// accessOf is what a full method name needs. Health and reflection are
+// public. The internal forwarding service is peer-to-peer: it is not
+// behind tokens (its callers are nodes).
+func accessOf(method string) methodAccess {
+	name, ok := strings.CutPrefix(method, publicService)
+	if !ok {
+		return methodAccess{level: auth.Public}
+	}
+	if a, ok := queenLevels[name]; ok {
+		return a
+	}
+	return methodAccess{level: auth.ReadWrite}
+}
+
+// authorize is the check both interceptors make.
+func authorize(ctx context.Context, v *auth.Verifier, method string) (context.Context, error) {
+	acc := accessOf(method)
+	if v == nil || acc.level == auth.Public {
+		return ctx, nil
+	}
+	var header string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if vals := md.Get("authorization"); len(vals) > 0 {
+			header = vals[0]
+		}
+	}
+	id, aerr := v.Authenticate(header)
+	if aerr == nil && !id.Allows(acc.level, acc.producer) {
+		aerr = auth.ErrInsufficient
+	}
+	if aerr != nil {
+		code := codes.Unauthenticated
+		if aerr == auth.ErrInsufficient {
+			code = codes.PermissionDenied
+		}
+		return ctx, status.Error(code, aerr.Msg)
+	}
+	return auth.WithIdentity(ctx, id), nil
+}
+
+func unaryAuth(v *auth.Verifier) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := authorize(ctx, v, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+type authedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *authedStream) Context() context.Context { return s.ctx }
+
+func streamAuth(v *auth.Verifier) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := authorize(ss.Context(), v, info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &authedStream{ServerStream: ss, ctx: ctx})
+	}
+}
