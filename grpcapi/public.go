@@ -72,7 +72,7 @@ func (s *Public) keyOf(ctx context.Context, req proto.Message) (*command.Idempot
 	if err != nil {
 		return nil, err
 	}
-	return s.rules.Idempotency(keys[0], method, body)
+	return s.rules.Idempotency(keys[0], callerOf(ctx), method, body)
 }
 
 // refuse answers a refusal of the rules; with a key it is stored first, so
@@ -324,4 +324,13 @@ func (s *Public) readKV(ctx context.Context, ops []*command.KVOp) (*command.KVBa
 	}
 	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
 	return res.GetKv(), err
+}
+
+// callerOf is the token's sub, which scopes Idempotency-Keys ("" with JWT
+// off).
+func callerOf(ctx context.Context) string {
+	if id := auth.IdentityFrom(ctx); id != nil {
+		return id.Sub
+	}
+	return ""
 }

@@ -116,3 +116,28 @@ func TestLiveJWTLevelsAndRoles(t *testing.T) {
 	c, b = call(nil, "GET", "/api/v1/nothing-here", "")
 	want("an unknown route is not a skip path", c, b, 401, "")
 }
+
+// With JWT on an Idempotency-Key belongs to its caller: the same key from
+// two subs is two requests, and neither gets the other's stored answer.
+func TestLiveIdempotencyKeysAreScopedToTheCaller(t *testing.T) {
+	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	l := startLiveWith(t, httpapi.Config{Auth: v})
+	push := func(sub, txn string) (int, string) {
+		h := map[string]string{"Authorization": "Bearer " + token(t, sub, map[string]any{"role": "read-write"}), "Idempotency-Key": "k-1"}
+		code, b, _ := l.doH("POST", "/api/v1/push", `{"items":[{"queue":"iq","transactionId":"`+txn+`"}]}`, h)
+		return code, string(b)
+	}
+	c1, b1 := push("alice", "a1")
+	c2, b2 := push("bob", "b1") // the same key, another caller, another body
+	if c1 != 201 || c2 != 201 || !strings.Contains(b1, `"a1"`) || !strings.Contains(b2, `"b1"`) {
+		t.Fatalf("alice %d %s; bob %d %s", c1, b1, c2, b2)
+	}
+	// alice's retry is a replay of her own answer.
+	if c, b := push("alice", "a1"); c != 201 || b != b1 {
+		t.Fatalf("alice's retry: %d %s", c, b)
+	}
+}

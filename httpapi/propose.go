@@ -31,7 +31,11 @@ func (a *API) readWrite(w http.ResponseWriter, r *http.Request) ([]byte, *comman
 		writeError(w, err)
 		return nil, nil, false
 	}
-	idem, err := a.rules.Idempotency(r.Header.Get(headerIdemKey), r.Method+" "+r.URL.Path, body)
+	caller := ""
+	if id := identityOf(r); id != nil {
+		caller = id.Sub
+	}
+	idem, err := a.rules.Idempotency(r.Header.Get(headerIdemKey), caller, r.Method+" "+r.URL.Path, body)
 	if err != nil {
 		writeError(w, err)
 		return nil, nil, false

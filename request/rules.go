@@ -1,6 +1,7 @@
 package request
 
 import (
+	"fmt"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -59,10 +60,16 @@ func (r *Rules) AllowKVRead() error {
 
 // Idempotency reads a request's Idempotency-Key (see package idempotency):
 // nil when the request has none. operation and body identify the request.
-func (r *Rules) Idempotency(key, operation string, body []byte) (*command.Idempotency, error) {
+// caller is the token's sub with JWT on ("" off): keys are kept per
+// caller, so two callers' keys never collide and one never receives
+// another's stored answer.
+func (r *Rules) Idempotency(key, caller, operation string, body []byte) (*command.Idempotency, error) {
 	idem, err := idempotency.New(key, operation, body, r.opts.IdempotencyTTL)
 	if err != nil {
 		return nil, FromError(err)
+	}
+	if idem != nil && caller != "" {
+		idem.Key = fmt.Sprintf("%d:%s/%s", len(caller), caller, idem.Key)
 	}
 	return idem, nil
 }
