@@ -29,7 +29,8 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 			"term": st.Term, "applied": st.Applied, "commit": st.CommitIndex, "lag": lag,
 			"stateApplied": st.StateApplied,
 		},
-		"load": loadOut(a.b.Load()),
+		"load":     loadOut(a.b.Load()),
+		"security": map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},
 	})
 }
 
@@ -85,4 +86,11 @@ func (a *API) stateHash(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"nodeId": a.b.ID(), "appliedIndex": applied, "hash": hash})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -55,6 +55,9 @@ type Config struct {
 	Version        string
 	// Auth checks bearer tokens (spec §4.17); nil = JWT off.
 	Auth *auth.Verifier
+	// SecurityWarnings say what leaves the node open beyond loopback;
+	// /health shows them.
+	SecurityWarnings []string
 }
 
 // API is the HTTP handler.

@@ -41,6 +41,8 @@ type config struct {
 	MaxInflight             int
 	MinFreeDiskMB           uint64
 	JWT                     auth.Config
+	TLSCert, TLSKey         string
+	RequireSecure           bool
 	TestHooks               bool
 
 	retentionMs, timerTickMs int // the ms flags, before they become durations
@@ -80,6 +82,9 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.IntVar(&c.MaxInflight, "max-inflight", 1024, "writes this node holds in flight (proposed or forwarded, waiting for their entry); beyond them a write is answered 429 overloaded with Retry-After")
 	fs.Uint64Var(&c.MinFreeDiskMB, "min-free-disk-mb", 256, "below this many MiB free on the data disk, writes that add data are answered 507 storage_full; below half of it apply pauses until space is freed; 0 = no checks")
 	c.jwtFlags(fs)
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP API; with --tls-key it serves HTTPS, rereading both when they change or on SIGHUP")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "private key file (PEM) of --tls-cert")
+	fs.BoolVar(&c.RequireSecure, "require-secure", false, "refuse to start when a listener is beyond loopback without JWT or without TLS")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
@@ -95,6 +100,12 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
 		{"timer-tick-ms", func() error { return atLeast(c.timerTickMs, 1) }},
 		{"max-inflight", func() error { return atLeast(c.MaxInflight, 1) }},
+		{"tls-cert", func() error {
+			if (c.TLSCert == "") != (c.TLSKey == "") {
+				return errors.New("--tls-cert and --tls-key go together")
+			}
+			return nil
+		}},
 		{"log-level", func() error { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
 	}
 }

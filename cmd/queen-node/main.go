@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/request"
+	"github.com/queen-node/queen-node/tlsfiles"
 )
 
 var version = "0.1.0-dev"
@@ -52,7 +55,7 @@ func main() {
 func run(args []string) error {
 	// Signals first, so a SIGTERM during startup still shuts down cleanly.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 
 	cfg, err := parseConfig(args, os.Stderr)
 	if err != nil {
@@ -65,6 +68,20 @@ func run(args []string) error {
 		return err
 	}
 	defer verifier.Close()
+	warnings := exposure(cfg)
+	if len(warnings) > 0 {
+		if cfg.RequireSecure {
+			return insecureError(warnings)
+		}
+		log.Error("INSECURE: this node is reachable beyond loopback with " + strings.Join(warnings, "; ") +
+			" (set JWT and --tls-cert/--tls-key; --require-secure refuses to start this way)")
+	}
+	var certs *tlsfiles.Pair
+	if cfg.TLSCert != "" {
+		if certs, err = tlsfiles.Load(cfg.TLSCert, cfg.TLSKey, log); err != nil {
+			return err
+		}
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -78,6 +95,9 @@ func run(args []string) error {
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("http listener: %w", err)
+	}
+	if certs != nil {
+		httpLn = tls.NewListener(httpLn, certs.ServerConfig())
 	}
 	grpcLn, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
@@ -114,7 +134,7 @@ func run(args []string) error {
 
 	api := httpapi.New(httpapi.Config{
 		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Rules: rules, Version: version,
-		Auth: verifier,
+		Auth: verifier, SecurityWarnings: warnings,
 	})
 	var handler http.Handler = api
 	if cfg.Pprof || cfg.TestHooks {
@@ -136,11 +156,26 @@ func run(args []string) error {
 	go func() { serveErr <- srv.Serve(httpLn) }()
 	log.Info("queen-node started", "node", cfg.NodeID, "http", cfg.HTTPAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 
-	select {
-	case s := <-sigs:
-		log.Info("shutting down", "signal", s.String())
-	case err := <-serveErr:
-		log.Error("http server stopped", "err", err)
+wait:
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				if certs != nil {
+					if err := certs.Reload(); err != nil {
+						log.Error("SIGHUP: the TLS certificate does not load; serving the one loaded before", "err", err)
+					} else {
+						log.Info("SIGHUP: reloaded the TLS certificate")
+					}
+				}
+				continue
+			}
+			log.Info("shutting down", "signal", s.String())
+			break wait
+		case err := <-serveErr:
+			log.Error("http server stopped", "err", err)
+			break wait
+		}
 	}
 	node.Drain() // long-polls answer 204 now, and a leader hands leadership over while the servers still run
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strings"
+)
+
+// exposure lists what makes this node unsafe beyond loopback: a listener
+// on a non-loopback address without JWT (anyone who reaches it may do
+// anything), or the HTTP API there without TLS (tokens and payloads in
+// clear text). The Raft, gossip and gRPC links are not encrypted yet
+// (issue 14): a non-loopback node says so too.
+func exposure(c *config) []string {
+	var open []string
+	for _, l := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"grpc", c.GRPCAddr}, {"raft", c.RaftAddr}, {"gossip", c.GossipAddr}} {
+		if !loopback(l.addr) {
+			open = append(open, l.name+"="+l.addr)
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	where := strings.Join(open, ", ")
+	var w []string
+	if !c.JWT.Enabled {
+		w = append(w, "no authentication (JWT off) on "+where)
+	}
+	if !loopback(c.HTTPAddr) && c.TLSCert == "" {
+		w = append(w, "the HTTP API serves "+c.HTTPAddr+" without TLS")
+	}
+	if !loopback(c.GRPCAddr) || !loopback(c.RaftAddr) || !loopback(c.GossipAddr) {
+		w = append(w, "gRPC, Raft and gossip are not encrypted in this version")
+	}
+	return w
+}
+
+// loopback reports whether a listen address is reachable from this host
+// only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func insecureError(w []string) error {
+	return fmt.Errorf("--require-secure: refusing to start: %s", strings.Join(w, "; "))
+}

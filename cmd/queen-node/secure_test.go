@@ -1,0 +1,26 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestExposureWarnsBeyondLoopback(t *testing.T) {
+	c := &config{HTTPAddr: "127.0.0.1:6632", GRPCAddr: "127.0.0.1:6633", RaftAddr: "[::1]:6634", GossipAddr: "localhost:6635"}
+	if w := exposure(c); w != nil {
+		t.Fatalf("loopback only: %v", w)
+	}
+	c.HTTPAddr = "0.0.0.0:6632"
+	w := strings.Join(exposure(c), "; ")
+	if !strings.Contains(w, "no authentication") || !strings.Contains(w, "without TLS") {
+		t.Fatalf("open HTTP: %s", w)
+	}
+	c.JWT.Enabled, c.TLSCert = true, "cert.pem"
+	if w := exposure(c); w != nil {
+		t.Fatalf("JWT and TLS on HTTP, the rest on loopback: %v", w)
+	}
+	c.RaftAddr = "10.0.0.5:6634"
+	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "not encrypted") {
+		t.Fatalf("Raft beyond loopback: %s", w)
+	}
+}
