@@ -35,9 +35,10 @@ type Member struct {
 }
 
 type members struct {
-	ml   *memberlist.Memberlist
-	mu   sync.Mutex
-	self meta
+	keyring *memberlist.Keyring // nil: gossip in clear text
+	ml      *memberlist.Memberlist
+	mu      sync.Mutex
+	self    meta
 	// known is our own copy of every member, kept from memberlist's event
 	// callbacks: the *Node values Members() returns are mutated by
 	// memberlist's goroutines without a lock we could take.
@@ -83,7 +84,7 @@ func (m *members) signal() {
 }
 
 // startMembership creates the memberlist on bindAddr, advertising advAddr.
-func startMembership(self meta, bindAddr, advAddr string, local bool, logger *log.Logger) (*members, error) {
+func startMembership(self meta, bindAddr, advAddr string, local bool, keys [][]byte, logger *log.Logger) (*members, error) {
 	m := &members{self: self, changed: make(chan struct{}, 1), known: map[string]Member{}}
 	conf := memberlist.DefaultLANConfig()
 	if local {
@@ -116,6 +117,17 @@ func startMembership(self meta, bindAddr, advAddr string, local bool, logger *lo
 	// instead of being refused as a conflicting address.
 	conf.DeadNodeReclaimTime = 10 * time.Second
 	conf.Logger = logger
+	if len(keys) > 0 {
+		// Gossip encrypted with the keyring (memberlist's AES-GCM): the
+		// first key encrypts, every key decrypts, so a new key is added
+		// everywhere first and made primary after (README, rotation).
+		kr, err := memberlist.NewKeyring(keys, keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("cluster: gossip keyring: %w", err)
+		}
+		conf.Keyring, m.keyring = kr, kr
+		conf.GossipVerifyIncoming, conf.GossipVerifyOutgoing = true, true
+	}
 	ml, err := memberlist.Create(conf)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip on %s: %w", bindAddr, err)

@@ -37,8 +37,11 @@ type Config struct {
 	GossipAdvertise string   // "" = GossipAddr
 	Join            []string // gossip addresses of other nodes
 	LocalGossip     bool     // memberlist's fast loopback timings (tests)
-	HTTPAdvertise   string   // where clients reach this node's HTTP API
-	GRPCAdvertise   string   // where other nodes forward to this one
+	// GossipKeys encrypt gossip (16, 24 or 32 bytes each); the first one
+	// encrypts, all decrypt. None = gossip in clear text.
+	GossipKeys    [][]byte
+	HTTPAdvertise string // where clients reach this node's HTTP API
+	GRPCAdvertise string // where other nodes forward to this one
 	// SnapshotBytes: take a snapshot once this many bytes of entries were
 	// applied since the last one; 0 = 256 MiB. (Raft's own threshold counts
 	// entries.)
@@ -177,7 +180,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 		self := meta{ID: cfg.NodeID, Raft: string(n.stores.Transport.LocalAddr()), HTTP: cfg.HTTPAdvertise,
 			GRPC: cfg.GRPCAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0}
-		n.members, err = startMembership(self, cfg.GossipAddr, adv, cfg.LocalGossip, newStdLogger(cfg.Logger, "gossip"))
+		n.members, err = startMembership(self, cfg.GossipAddr, adv, cfg.LocalGossip, cfg.GossipKeys, newStdLogger(cfg.Logger, "gossip"))
 		if err != nil {
 			n.Shutdown()
 			return nil, err

@@ -42,6 +42,7 @@ type config struct {
 	MinFreeDiskMB           uint64
 	JWT                     auth.Config
 	TLSCert, TLSKey         string
+	GossipKeyring           string
 	RequireSecure           bool
 	TestHooks               bool
 
@@ -84,6 +85,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	c.jwtFlags(fs)
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP API; with --tls-key it serves HTTPS, rereading both when they change or on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key file (PEM) of --tls-cert")
+	fs.StringVar(&c.GossipKeyring, "gossip-keyring", "", "file of base64 gossip keys (16, 24 or 32 bytes), one per line; the first encrypts, all decrypt; reread on SIGHUP")
 	fs.BoolVar(&c.RequireSecure, "require-secure", false, "refuse to start when a listener is beyond loopback without JWT or without TLS")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")

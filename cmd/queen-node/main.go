@@ -76,6 +76,12 @@ func run(args []string) error {
 		log.Error("INSECURE: this node is reachable beyond loopback with " + strings.Join(warnings, "; ") +
 			" (set JWT and --tls-cert/--tls-key; --require-secure refuses to start this way)")
 	}
+	var gossipKeys [][]byte
+	if cfg.GossipKeyring != "" {
+		if gossipKeys, err = cluster.LoadGossipKeyring(cfg.GossipKeyring); err != nil {
+			return err
+		}
+	}
 	var certs *tlsfiles.Pair
 	if cfg.TLSCert != "" {
 		if certs, err = tlsfiles.Load(cfg.TLSCert, cfg.TLSKey, log); err != nil {
@@ -111,7 +117,7 @@ func run(args []string) error {
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
 		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
-		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20,
+		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20, GossipKeys: gossipKeys,
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
@@ -161,13 +167,7 @@ wait:
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				if certs != nil {
-					if err := certs.Reload(); err != nil {
-						log.Error("SIGHUP: the TLS certificate does not load; serving the one loaded before", "err", err)
-					} else {
-						log.Info("SIGHUP: reloaded the TLS certificate")
-					}
-				}
+				reload(log, certs, cfg.GossipKeyring, node)
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())
@@ -197,4 +197,27 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// reload is SIGHUP: the TLS pair and the gossip keyring are reread; what
+// does not load keeps what was loaded before.
+func reload(log *slog.Logger, certs *tlsfiles.Pair, keyring string, node *cluster.Node) {
+	if certs != nil {
+		if err := certs.Reload(); err != nil {
+			log.Error("SIGHUP: the TLS certificate does not load; serving the one loaded before", "err", err)
+		} else {
+			log.Info("SIGHUP: reloaded the TLS certificate")
+		}
+	}
+	if keyring != "" {
+		keys, err := cluster.LoadGossipKeyring(keyring)
+		if err == nil {
+			err = node.ReloadGossipKeys(keys)
+		}
+		if err != nil {
+			log.Error("SIGHUP: the gossip keyring does not load; keeping the keys loaded before", "err", err)
+		} else {
+			log.Info("SIGHUP: reloaded the gossip keyring", "keys", len(keys))
+		}
+	}
 }

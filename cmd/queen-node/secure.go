@@ -9,8 +9,8 @@ import (
 // exposure lists what makes this node unsafe beyond loopback: a listener
 // on a non-loopback address without JWT (anyone who reaches it may do
 // anything), or the HTTP API there without TLS (tokens and payloads in
-// clear text). The Raft, gossip and gRPC links are not encrypted yet
-// (issue 14): a non-loopback node says so too.
+// clear text), or a link between nodes in clear text (gRPC and Raft have
+// no TLS in this version; gossip has --gossip-keyring).
 func exposure(c *config) []string {
 	var open []string
 	for _, l := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"grpc", c.GRPCAddr}, {"raft", c.RaftAddr}, {"gossip", c.GossipAddr}} {
@@ -29,8 +29,18 @@ func exposure(c *config) []string {
 	if !loopback(c.HTTPAddr) && c.TLSCert == "" {
 		w = append(w, "the HTTP API serves "+c.HTTPAddr+" without TLS")
 	}
-	if !loopback(c.GRPCAddr) || !loopback(c.RaftAddr) || !loopback(c.GossipAddr) {
-		w = append(w, "gRPC, Raft and gossip are not encrypted in this version")
+	var clear []string
+	if !loopback(c.GRPCAddr) {
+		clear = append(clear, "gRPC")
+	}
+	if !loopback(c.RaftAddr) {
+		clear = append(clear, "Raft")
+	}
+	if !loopback(c.GossipAddr) && c.GossipKeyring == "" {
+		clear = append(clear, "gossip (no --gossip-keyring)")
+	}
+	if len(clear) > 0 {
+		w = append(w, strings.Join(clear, ", ")+" in clear text")
 	}
 	return w
 }

@@ -20,7 +20,15 @@ func TestExposureWarnsBeyondLoopback(t *testing.T) {
 		t.Fatalf("JWT and TLS on HTTP, the rest on loopback: %v", w)
 	}
 	c.RaftAddr = "10.0.0.5:6634"
-	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "not encrypted") {
+	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "Raft in clear text") {
 		t.Fatalf("Raft beyond loopback: %s", w)
+	}
+	c.RaftAddr, c.GossipAddr = "[::1]:6634", "10.0.0.5:6635"
+	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "gossip (no --gossip-keyring)") {
+		t.Fatalf("gossip beyond loopback: %s", w)
+	}
+	c.GossipKeyring = "keys"
+	if w := exposure(c); w != nil {
+		t.Fatalf("gossip with a keyring: %v", w)
 	}
 }
