@@ -79,7 +79,7 @@ func (tn *testNode) start(t *testing.T) {
 		t.Fatalf("start %s: %v", tn.id, err)
 	}
 	tn.node = n
-	tn.fwd = grpcapi.NewForwardClient()
+	tn.fwd = grpcapi.NewForwardClient(nil)
 	n.SetForwarder(tn.fwd)
 	ln, err := net.Listen("tcp", tn.grpc)
 	if err != nil {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/tlsfiles"
 )
 
 // Config configures a Node. Zero values mean the defaults.
@@ -37,6 +39,9 @@ type Config struct {
 	GossipAdvertise string   // "" = GossipAddr
 	Join            []string // gossip addresses of other nodes
 	LocalGossip     bool     // memberlist's fast loopback timings (tests)
+	// PeerTLS, when set, makes the Raft transport mutual TLS: only nodes
+	// whose certificate the cluster CA signed can join, vote or replicate.
+	PeerTLS *tlsfiles.Peer
 	// GossipKeys encrypt gossip (16, 24 or 32 bytes each); the first one
 	// encrypts, all decrypt. None = gossip in clear text.
 	GossipKeys    [][]byte
@@ -156,7 +161,7 @@ func Start(cfg Config) (*Node, error) {
 	hlog := newHCLogger(cfg.Logger, "raft")
 	n.stores, err = raftlog.Open(raftlog.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
-		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog,
+		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
 	})
 	if err != nil {
 		n.db.Close()
@@ -443,4 +448,18 @@ func (n *Node) SnapshotWithTrailing(trailing uint64) error {
 		return err
 	}
 	return nil
+}
+
+func serverTLS(p *tlsfiles.Peer) *tls.Config {
+	if p == nil {
+		return nil
+	}
+	return p.ServerConfig()
+}
+
+func clientTLS(p *tlsfiles.Peer) *tls.Config {
+	if p == nil {
+		return nil
+	}
+	return p.ClientConfig()
 }

@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,6 +37,10 @@ func (n *Node) reconcile() {
 		}
 		s, known := voters[m.ID]
 		if known && string(s.Address) == m.Raft {
+			continue
+		}
+		if err := n.checkPeer(m.Raft); err != nil {
+			n.log.Warn("not adding a node whose Raft port does not prove a certificate of the cluster CA", "id", m.ID, "addr", m.Raft, "err", err)
 			continue
 		}
 		if err := n.raft.AddVoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 10*time.Second).Error(); err != nil {
@@ -83,4 +89,19 @@ func (n *Node) RemoveServerLocal(id string) error {
 	}
 	n.log.Info("removed a voter", "id", id)
 	return nil
+}
+
+// checkPeer, with peer TLS on, makes a TLS handshake with a node's Raft
+// port before it may enter the configuration: a node whose certificate
+// the cluster CA did not sign never becomes a voter (it could not
+// replicate anyway). Without peer TLS there is nothing to check.
+func (n *Node) checkPeer(addr string) error {
+	if n.cfg.PeerTLS == nil {
+		return nil
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, n.cfg.PeerTLS.ClientConfig())
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }

@@ -2,11 +2,14 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/tls"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/queen-node/queen-node/auth"
@@ -99,5 +102,26 @@ func streamAuth(v *auth.Verifier) grpc.StreamServerInterceptor {
 			return err
 		}
 		return handler(srv, &authedStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+const forwardService = "/queen.internal.v1.Forward/"
+
+// peerOnly refuses the internal forwarding service to a caller that did
+// not present a certificate the cluster CA signed (with peer TLS on): an
+// admin token is no way in. verified nil = peer TLS off.
+func peerOnly(verified func(tls.ConnectionState) bool) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if verified != nil && strings.HasPrefix(info.FullMethod, forwardService) {
+			p, ok := peer.FromContext(ctx)
+			ti, isTLS := credentials.TLSInfo{}, false
+			if ok {
+				ti, isTLS = p.AuthInfo.(credentials.TLSInfo)
+			}
+			if !isTLS || !verified(ti.State) {
+				return nil, status.Error(codes.PermissionDenied, "the internal forwarding service answers nodes only (a peer certificate the cluster CA signed)")
+			}
+		}
+		return handler(ctx, req)
 	}
 }

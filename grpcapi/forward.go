@@ -2,12 +2,14 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -84,10 +86,18 @@ func (s *ForwardServer) RemoveServer(ctx context.Context, req *internalpb.Remove
 type ForwardClient struct {
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	creds credentials.TransportCredentials
 }
 
-// NewForwardClient makes a client with no connections yet.
-func NewForwardClient() *ForwardClient { return &ForwardClient{conns: map[string]*grpc.ClientConn{}} }
+// NewForwardClient makes a client with no connections yet; peer, when
+// set, is the mutual TLS between nodes (tlsfiles.Peer.ClientConfig).
+func NewForwardClient(peer *tls.Config) *ForwardClient {
+	creds := insecure.NewCredentials()
+	if peer != nil {
+		creds = credentials.NewTLS(peer)
+	}
+	return &ForwardClient{conns: map[string]*grpc.ClientConn{}, creds: creds}
+}
 
 func (c *ForwardClient) client(addr string) (internalpb.ForwardClient, *grpc.ClientConn, error) {
 	c.mu.Lock()
@@ -95,7 +105,7 @@ func (c *ForwardClient) client(addr string) (internalpb.ForwardClient, *grpc.Cli
 	conn, ok := c.conns[addr]
 	if !ok {
 		var err error
-		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: dial %s: %v", cluster.ErrNoLeader, addr, err)

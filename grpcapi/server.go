@@ -1,9 +1,11 @@
 package grpcapi
 
 import (
+	"crypto/tls"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
@@ -20,6 +22,15 @@ type options struct {
 	rules          *request.Rules
 	requestTimeout time.Duration
 	auth           *auth.Verifier
+	peerTLS        *tls.Config
+	peerVerified   func(tls.ConnectionState) bool
+}
+
+// WithPeerTLS serves the port over TLS (creds: tlsfiles.Peer's
+// SharedServerConfig) and lets only callers that presented a certificate
+// the cluster CA signed (verified) use the internal forwarding service.
+func WithPeerTLS(creds *tls.Config, verified func(tls.ConnectionState) bool) Option {
+	return func(o *options) { o.peerTLS, o.peerVerified = creds, verified }
 }
 
 // WithAuth puts the public service behind JWTs (spec §4.17); nil = off.
@@ -57,8 +68,12 @@ func buildOptions(opts []Option) options {
 // (SERVING while the node is ready) and server reflection.
 func NewServer(node Node, opts ...Option) *grpc.Server {
 	o := buildOptions(opts)
-	s := grpc.NewServer(grpc.MaxRecvMsgSize(256<<20), grpc.MaxSendMsgSize(256<<20),
-		grpc.ChainUnaryInterceptor(unaryAuth(o.auth)), grpc.ChainStreamInterceptor(streamAuth(o.auth)))
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20),
+		grpc.ChainUnaryInterceptor(peerOnly(o.peerVerified), unaryAuth(o.auth)), grpc.ChainStreamInterceptor(streamAuth(o.auth))}
+	if o.peerTLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(o.peerTLS)))
+	}
+	s := grpc.NewServer(sopts...)
 	internalpb.RegisterForwardServer(s, NewForwardServer(node))
 	queenpb.RegisterQueenServer(s, NewPublic(node, opts...))
 	healthpb.RegisterHealthServer(s, newHealth(node))

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type Config struct {
 	SnapshotsRetained int
 	// CacheBytes bounds the in-memory cache of recent entries; 0 = 32 MiB.
 	CacheBytes int
+	// ServerTLS and ClientTLS make the transport mutual TLS (both or
+	// neither): the listener's and the dialer's configurations.
+	ServerTLS, ClientTLS *tls.Config
 }
 
 // Stores are the opened parts.
@@ -113,7 +117,11 @@ func Open(cfg Config) (*Stores, error) {
 		bs.Close()
 		return nil, fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err)
 	}
-	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv)}, pool, timeout, logger.Named("transport"))
+	if cfg.ServerTLS != nil {
+		ln = tls.NewListener(ln, cfg.ServerTLS)
+	}
+	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv), clientTLS: cfg.ClientTLS},
+		pool, timeout, logger.Named("transport"))
 	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{trans}, bolt: bs}, nil
 }
 

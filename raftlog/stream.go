@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"crypto/tls"
 	"net"
 	"time"
 
@@ -12,14 +13,26 @@ import (
 // kept as a string. The stock TCP transport insists on an IP, which a pod
 // loses on every restart; a name does not change, so the Raft configuration
 // stays valid.
+//
+// With mutual TLS (Config.ServerTLS and ClientTLS) the listener takes
+// only TLS connections from nodes whose certificate the cluster CA signed,
+// and every dial presents this node's certificate.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
+	clientTLS *tls.Config // nil = plain TCP
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
 
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.clientTLS != nil {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(address), s.clientTLS)
+		if err != nil {
+			return nil, err
+		}
+		return conn, nil
+	}
 	return net.DialTimeout("tcp", string(address), timeout)
 }
 

@@ -43,6 +43,8 @@ type config struct {
 	JWT                     auth.Config
 	TLSCert, TLSKey         string
 	GossipKeyring           string
+	PeerTLSCert, PeerTLSKey string
+	PeerTLSCA               string
 	RequireSecure           bool
 	TestHooks               bool
 
@@ -85,6 +87,9 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	c.jwtFlags(fs)
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP API; with --tls-key it serves HTTPS, rereading both when they change or on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key file (PEM) of --tls-cert")
+	fs.StringVar(&c.PeerTLSCert, "peer-tls-cert", "", "this node's certificate (PEM) for mutual TLS with the other nodes on Raft and forwarding (and TLS on the gRPC port)")
+	fs.StringVar(&c.PeerTLSKey, "peer-tls-key", "", "private key (PEM) of --peer-tls-cert")
+	fs.StringVar(&c.PeerTLSCA, "peer-tls-ca", "", "the cluster CA (PEM): every node's peer certificate must be signed by it")
 	fs.StringVar(&c.GossipKeyring, "gossip-keyring", "", "file of base64 gossip keys (16, 24 or 32 bytes), one per line; the first encrypts, all decrypt; reread on SIGHUP")
 	fs.BoolVar(&c.RequireSecure, "require-secure", false, "refuse to start when a listener is beyond loopback without JWT or without TLS")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
@@ -102,6 +107,12 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
 		{"timer-tick-ms", func() error { return atLeast(c.timerTickMs, 1) }},
 		{"max-inflight", func() error { return atLeast(c.MaxInflight, 1) }},
+		{"peer-tls-cert", func() error {
+			if (c.PeerTLSCert == "") != (c.PeerTLSKey == "") || (c.PeerTLSCert == "") != (c.PeerTLSCA == "") {
+				return errors.New("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together")
+			}
+			return nil
+		}},
 		{"tls-cert", func() error {
 			if (c.TLSCert == "") != (c.TLSKey == "") {
 				return errors.New("--tls-cert and --tls-key go together")

@@ -82,6 +82,14 @@ func run(args []string) error {
 			return err
 		}
 	}
+	var peer *tlsfiles.Peer
+	var peerClient *tls.Config
+	if cfg.PeerTLSCert != "" {
+		if peer, err = tlsfiles.LoadPeer(cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA, log); err != nil {
+			return err
+		}
+		peerClient = peer.ClientConfig()
+	}
 	var certs *tlsfiles.Pair
 	if cfg.TLSCert != "" {
 		if certs, err = tlsfiles.Load(cfg.TLSCert, cfg.TLSKey, log); err != nil {
@@ -117,7 +125,7 @@ func run(args []string) error {
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
 		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
-		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20, GossipKeys: gossipKeys,
+		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20, GossipKeys: gossipKeys, PeerTLS: peer,
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
@@ -125,7 +133,7 @@ func run(args []string) error {
 		grpcLn.Close()
 		return err
 	}
-	forward := grpcapi.NewForwardClient()
+	forward := grpcapi.NewForwardClient(peerClient)
 	defer forward.Close()
 	node.SetForwarder(forward)
 
@@ -135,7 +143,11 @@ func run(args []string) error {
 	// (the KV read rate) hold across them.
 	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
 		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL})
-	grpcSrv := grpcapi.NewServer(node, grpcapi.WithRules(rules), grpcapi.WithAuth(verifier))
+	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier)}
+	if peer != nil {
+		grpcOpts = append(grpcOpts, grpcapi.WithPeerTLS(peer.SharedServerConfig(certs), peer.Verified))
+	}
+	grpcSrv := grpcapi.NewServer(node, grpcOpts...)
 	go grpcSrv.Serve(grpcLn)
 
 	api := httpapi.New(httpapi.Config{
@@ -167,7 +179,7 @@ wait:
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				reload(log, certs, cfg.GossipKeyring, node)
+				reload(log, certs, peer, cfg.GossipKeyring, node)
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())
@@ -201,7 +213,14 @@ func newLogger(level string) *slog.Logger {
 
 // reload is SIGHUP: the TLS pair and the gossip keyring are reread; what
 // does not load keeps what was loaded before.
-func reload(log *slog.Logger, certs *tlsfiles.Pair, keyring string, node *cluster.Node) {
+func reload(log *slog.Logger, certs *tlsfiles.Pair, peer *tlsfiles.Peer, keyring string, node *cluster.Node) {
+	if peer != nil {
+		if err := peer.Reload(); err != nil {
+			log.Error("SIGHUP: the peer certificate or the cluster CA does not load; keeping what was loaded before", "err", err)
+		} else {
+			log.Info("SIGHUP: reloaded the peer certificate and the cluster CA")
+		}
+	}
 	if certs != nil {
 		if err := certs.Reload(); err != nil {
 			log.Error("SIGHUP: the TLS certificate does not load; serving the one loaded before", "err", err)

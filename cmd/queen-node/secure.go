@@ -9,8 +9,8 @@ import (
 // exposure lists what makes this node unsafe beyond loopback: a listener
 // on a non-loopback address without JWT (anyone who reaches it may do
 // anything), or the HTTP API there without TLS (tokens and payloads in
-// clear text), or a link between nodes in clear text (gRPC and Raft have
-// no TLS in this version; gossip has --gossip-keyring).
+// clear text), or a link between nodes in clear text (Raft and gRPC
+// without --peer-tls-*, gossip without --gossip-keyring).
 func exposure(c *config) []string {
 	var open []string
 	for _, l := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"grpc", c.GRPCAddr}, {"raft", c.RaftAddr}, {"gossip", c.GossipAddr}} {
@@ -30,11 +30,11 @@ func exposure(c *config) []string {
 		w = append(w, "the HTTP API serves "+c.HTTPAddr+" without TLS")
 	}
 	var clear []string
-	if !loopback(c.GRPCAddr) {
-		clear = append(clear, "gRPC")
+	if !loopback(c.GRPCAddr) && c.PeerTLSCert == "" {
+		clear = append(clear, "gRPC (no --peer-tls-*)")
 	}
-	if !loopback(c.RaftAddr) {
-		clear = append(clear, "Raft")
+	if !loopback(c.RaftAddr) && c.PeerTLSCert == "" {
+		clear = append(clear, "Raft (no --peer-tls-*)")
 	}
 	if !loopback(c.GossipAddr) && c.GossipKeyring == "" {
 		clear = append(clear, "gossip (no --gossip-keyring)")

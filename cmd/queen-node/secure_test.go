@@ -20,7 +20,7 @@ func TestExposureWarnsBeyondLoopback(t *testing.T) {
 		t.Fatalf("JWT and TLS on HTTP, the rest on loopback: %v", w)
 	}
 	c.RaftAddr = "10.0.0.5:6634"
-	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "Raft in clear text") {
+	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "Raft (no --peer-tls-*) in clear text") {
 		t.Fatalf("Raft beyond loopback: %s", w)
 	}
 	c.RaftAddr, c.GossipAddr = "[::1]:6634", "10.0.0.5:6635"
