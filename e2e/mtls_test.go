@@ -117,7 +117,7 @@ func TestMutualTLSBetweenNodes(t *testing.T) {
 	if err == nil {
 		t.Fatal("a node with a certificate of another CA joined")
 	}
-	v, err := c.leader(20*time.Second).ClusterView(context.Background())
+	v, err := c.leader(20 * time.Second).ClusterView(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
