@@ -21,6 +21,15 @@ func IdentityFrom(ctx context.Context) *Identity {
 	return id
 }
 
+// Stamp marks cmd with its caller: the actor the audit trail records, and
+// producerSub on the messages it appends (StampPushes).
+func Stamp(ctx context.Context, cmd *command.Command) {
+	if id := IdentityFrom(ctx); id != nil {
+		cmd.Actor = id.Sub
+	}
+	StampPushes(ctx, cmd)
+}
+
 // StampPushes sets producerSub from the caller's sub on every message a
 // command will append: push items, a transaction's pushes, timers (spec
 // §4.17: a producerSub in the body is never taken). With JWT off it does

@@ -260,6 +260,9 @@ type Command struct {
 	// The log format the proposer wrote this entry in (LogFormat). Apply
 	// refuses an entry of a format it does not know rather than misread it.
 	Format uint32 `protobuf:"varint,4,opt,name=format,proto3" json:"format,omitempty"`
+	// Who asked: the token's sub with JWT on. Admin and destructive commands
+	// record it in the audit trail (package audit).
+	Actor string `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Command_Noop
@@ -281,6 +284,7 @@ type Command struct {
 	//	*Command_SetSubscription
 	//	*Command_Seek
 	//	*Command_DrainBuffer
+	//	*Command_AuditNote
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -342,6 +346,13 @@ func (x *Command) GetFormat() uint32 {
 		return x.Format
 	}
 	return 0
+}
+
+func (x *Command) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -522,6 +533,15 @@ func (x *Command) GetDrainBuffer() *DrainBuffer {
 	return nil
 }
 
+func (x *Command) GetAuditNote() *AuditNote {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AuditNote); ok {
+			return x.AuditNote
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -602,6 +622,10 @@ type Command_DrainBuffer struct {
 	DrainBuffer *DrainBuffer `protobuf:"bytes,28,opt,name=drain_buffer,json=drainBuffer,proto3,oneof"`
 }
 
+type Command_AuditNote struct {
+	AuditNote *AuditNote `protobuf:"bytes,29,opt,name=audit_note,json=auditNote,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -639,6 +663,8 @@ func (*Command_SetSubscription) isCommand_Body() {}
 func (*Command_Seek) isCommand_Body() {}
 
 func (*Command_DrainBuffer) isCommand_Body() {}
+
+func (*Command_AuditNote) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2490,17 +2516,72 @@ func (x *BufferedPush) GetReceivedUs() int64 {
 	return 0
 }
 
+// AuditNote records an operator action that is no state change of its own
+// (a voter removal is a Raft configuration change) in the audit trail.
+type AuditNote struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	Detail        string                 `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditNote) Reset() {
+	*x = AuditNote{}
+	mi := &file_command_commands_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditNote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditNote) ProtoMessage() {}
+
+func (x *AuditNote) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
+func (*AuditNote) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AuditNote) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditNote) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x88\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xdc\n" +
 	"\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
 	"\vidempotency\x18\x03 \x01(\v2\x1d.queen.command.v1.IdempotencyR\vidempotency\x12\x16\n" +
-	"\x06format\x18\x04 \x01(\rR\x06format\x12,\n" +
+	"\x06format\x18\x04 \x01(\rR\x06format\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12,\n" +
 	"\x04noop\x18\n" +
 	" \x01(\v2\x16.queen.command.v1.NoopH\x00R\x04noop\x12,\n" +
 	"\x04push\x18\v \x01(\v2\x16.queen.command.v1.PushH\x00R\x04push\x12)\n" +
@@ -2521,7 +2602,9 @@ const file_command_commands_proto_rawDesc = "" +
 	"\fdelete_group\x18\x19 \x01(\v2\x1d.queen.command.v1.DeleteGroupH\x00R\vdeleteGroup\x12N\n" +
 	"\x10set_subscription\x18\x1a \x01(\v2!.queen.command.v1.SetSubscriptionH\x00R\x0fsetSubscription\x12,\n" +
 	"\x04seek\x18\x1b \x01(\v2\x16.queen.command.v1.SeekH\x00R\x04seek\x12B\n" +
-	"\fdrain_buffer\x18\x1c \x01(\v2\x1d.queen.command.v1.DrainBufferH\x00R\vdrainBufferB\x06\n" +
+	"\fdrain_buffer\x18\x1c \x01(\v2\x1d.queen.command.v1.DrainBufferH\x00R\vdrainBuffer\x12<\n" +
+	"\n" +
+	"audit_note\x18\x1d \x01(\v2\x1b.queen.command.v1.AuditNoteH\x00R\tauditNoteB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -2696,7 +2779,10 @@ const file_command_commands_proto_rawDesc = "" +
 	"\fBufferedPush\x12.\n" +
 	"\x04item\x18\x01 \x01(\v2\x1a.queen.command.v1.PushItemR\x04item\x12\x1f\n" +
 	"\vreceived_us\x18\x02 \x01(\x03R\n" +
-	"receivedUs*:\n" +
+	"receivedUs\";\n" +
+	"\tAuditNote\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -2717,7 +2803,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -2750,8 +2836,9 @@ var file_command_commands_proto_goTypes = []any{
 	(*Seek)(nil),              // 28: queen.command.v1.Seek
 	(*DrainBuffer)(nil),       // 29: queen.command.v1.DrainBuffer
 	(*BufferedPush)(nil),      // 30: queen.command.v1.BufferedPush
-	(*QueueOptions)(nil),      // 31: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 32: queen.command.v1.Refusal
+	(*AuditNote)(nil),         // 31: queen.command.v1.AuditNote
+	(*QueueOptions)(nil),      // 32: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 33: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
 	24, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -2774,27 +2861,28 @@ var file_command_commands_proto_depIdxs = []int32{
 	27, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
 	28, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
 	29, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
-	6,  // 20: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 21: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 22: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	9,  // 23: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	9,  // 24: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	6,  // 25: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	11, // 26: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	21, // 27: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	13, // 28: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	2,  // 29: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	13, // 30: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	31, // 31: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 32: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	21, // 33: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	32, // 34: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	6,  // 35: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	31, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
+	6,  // 21: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 22: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 23: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	9,  // 24: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	9,  // 25: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	6,  // 26: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	11, // 27: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	21, // 28: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	13, // 29: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	2,  // 30: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	13, // 31: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	32, // 32: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 33: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	21, // 34: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	33, // 35: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	6,  // 36: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -2823,6 +2911,7 @@ func file_command_commands_proto_init() {
 		(*Command_SetSubscription)(nil),
 		(*Command_Seek)(nil),
 		(*Command_DrainBuffer)(nil),
+		(*Command_AuditNote)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -2835,7 +2924,7 @@ func file_command_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

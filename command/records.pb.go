@@ -1023,6 +1023,7 @@ type MetaRecord struct {
 	// Pushes held by push maintenance (spec §4.14), waiting in the push
 	// buffer; while any wait, new pushes queue behind them.
 	Buffered      uint64 `protobuf:"varint,9,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	AuditRecords  uint64 `protobuf:"varint,10,opt,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"` // records in the audit trail (package audit)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1116,6 +1117,13 @@ func (x *MetaRecord) GetTimersFireDisabled() bool {
 func (x *MetaRecord) GetBuffered() uint64 {
 	if x != nil {
 		return x.Buffered
+	}
+	return 0
+}
+
+func (x *MetaRecord) GetAuditRecords() uint64 {
+	if x != nil {
+		return x.AuditRecords
 	}
 	return 0
 }
@@ -1412,6 +1420,84 @@ func (x *TimerRecord) GetUpdatedUs() int64 {
 	return 0
 }
 
+// AuditRecord is one admin or destructive action, as applied: when (the
+// entry's time), who (the command's actor), what.
+type AuditRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AtUs          int64                  `protobuf:"varint,1,opt,name=at_us,json=atUs,proto3" json:"at_us,omitempty"`
+	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Index         uint64                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"` // the entry
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_command_records_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_command_records_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_command_records_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AuditRecord) GetAtUs() int64 {
+	if x != nil {
+		return x.AtUs
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_command_records_proto protoreflect.FileDescriptor
 
 const file_command_records_proto_rawDesc = "" +
@@ -1536,7 +1622,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
-	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xf1\x02\n" +
+	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\x96\x03\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -1548,7 +1634,9 @@ const file_command_records_proto_rawDesc = "" +
 	"kvDisabled\x128\n" +
 	"\x18timers_schedule_disabled\x18\x06 \x01(\bR\x16timersScheduleDisabled\x120\n" +
 	"\x14timers_fire_disabled\x18\a \x01(\bR\x12timersFireDisabled\x12\x1a\n" +
-	"\bbuffered\x18\t \x01(\x04R\bbuffered\"\x88\x01\n" +
+	"\bbuffered\x18\t \x01(\x04R\bbuffered\x12#\n" +
+	"\raudit_records\x18\n" +
+	" \x01(\x04R\fauditRecords\"\x88\x01\n" +
 	"\rStoredOutcome\x12!\n" +
 	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x1d\n" +
 	"\n" +
@@ -1580,7 +1668,13 @@ const file_command_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\r \x01(\x03R\tcreatedUs\x12\x1d\n" +
 	"\n" +
-	"updated_us\x18\x0e \x01(\x03R\tupdatedUsB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
+	"updated_us\x18\x0e \x01(\x03R\tupdatedUs\"~\n" +
+	"\vAuditRecord\x12\x13\n" +
+	"\x05at_us\x18\x01 \x01(\x03R\x04atUs\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x14\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05indexB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
 
 var (
 	file_command_records_proto_rawDescOnce sync.Once
@@ -1595,7 +1689,7 @@ func file_command_records_proto_rawDescGZIP() []byte {
 }
 
 var file_command_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_command_records_proto_goTypes = []any{
 	(GroupRecord_Mode)(0),   // 0: queen.command.v1.GroupRecord.Mode
 	(*QueueOptions)(nil),    // 1: queen.command.v1.QueueOptions
@@ -1611,6 +1705,7 @@ var file_command_records_proto_goTypes = []any{
 	(*StoredOutcome)(nil),   // 11: queen.command.v1.StoredOutcome
 	(*Refusal)(nil),         // 12: queen.command.v1.Refusal
 	(*TimerRecord)(nil),     // 13: queen.command.v1.TimerRecord
+	(*AuditRecord)(nil),     // 14: queen.command.v1.AuditRecord
 }
 var file_command_records_proto_depIdxs = []int32{
 	1, // 0: queen.command.v1.QueueRecord.options:type_name -> queen.command.v1.QueueOptions
@@ -1636,7 +1731,7 @@ func file_command_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_records_proto_rawDesc), len(file_command_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -59,6 +59,9 @@ func init() {
 	register(&command.Command_DeleteGroup{}, "delete_group", applyDeleteGroup)
 	register(&command.Command_SetSubscription{}, "set_subscription", applySetSubscription)
 	register(&command.Command_Seek{}, "seek", applySeek)
+	register(&command.Command_AuditNote{}, "audit_note", func(*applyCtx, *command.Command) (proto.Message, bool) {
+		return &command.Response{}, true // its record is written by applyCommand, like every audited command's
+	})
 }
 
 func handlerFor(cmd *command.Command) *handler {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/msgstore"
@@ -256,6 +257,7 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		c.q.Discard()
 	} else {
 		c.q.Keep()
+		audit.Record(c.tx, index, now, cmd, &meta.AuditRecords)
 		if err := c.tx.Commit(); err != nil {
 			// A failed commit cannot be undone inside the batch, so it is
 			// fatal, never a value: the batch panics and the node restarts

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/leases"
@@ -20,7 +21,7 @@ var metaKey = []byte("meta")
 var Buckets = func() []store.Bucket {
 	bs := []store.Bucket{bMeta}
 	for _, domain := range [][]store.Bucket{queue.Buckets, leases.Buckets, timers.Buckets, idempotency.Buckets,
-		{kvstore.BucketEntries, kvstore.BucketExpiry}} {
+		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}} {
 		bs = append(bs, domain...)
 	}
 	return bs

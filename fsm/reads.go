@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 
+	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
@@ -114,3 +115,9 @@ func (rd *Reader) TimerCount(queue, prefix string) int { return rd.timers.TimerC
 
 // NextTimerDue is the due time of the earliest pending timer (0: none).
 func (rd *Reader) NextTimerDue() int64 { return rd.timers.NextDue() }
+
+// Audit lists audit records, newest first, of entries before the index
+// before (0 = the newest), at most limit.
+func (rd *Reader) Audit(before uint64, limit int) []*command.AuditRecord {
+	return audit.List(rd.r, before, limit)
+}

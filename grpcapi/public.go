@@ -100,7 +100,7 @@ func propose[T proto.Message](s *Public, ctx context.Context, idem *command.Idem
 	if !auth.MayRun(ctx, cmd) {
 		return zero, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
 	}
-	auth.StampPushes(ctx, cmd)
+	auth.Stamp(ctx, cmd)
 	cmd.Idempotency = idem
 	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
 	defer cancel()

@@ -141,3 +141,51 @@ func TestLiveIdempotencyKeysAreScopedToTheCaller(t *testing.T) {
 		t.Fatalf("alice's retry: %d %s", c, b)
 	}
 }
+
+// Admin and destructive actions are in the audit trail with the token's
+// sub, readable by an admin.
+func TestLiveAuditTrail(t *testing.T) {
+	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	l := startLiveWith(t, httpapi.Config{Auth: v})
+	as := func(sub, role string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + token(t, sub, map[string]any{"role": role})}
+	}
+	ops, worker := as("alice-ops", "admin"), as("bob-worker", "read-write")
+	for _, c := range []struct {
+		hdr          map[string]string
+		method, path string
+		body         string
+		want         int
+	}{
+		{worker, "POST", "/api/v1/push", `{"items":[{"queue":"aq","payload":1}]}`, 201},
+		{worker, "POST", "/api/v1/consumer-groups/g/queues/aq/seek", `{"toEnd":true}`, 200},
+		{ops, "POST", "/api/v1/system/maintenance/pop", `{"enabled":true}`, 200},
+		{ops, "DELETE", "/api/v1/resources/queues/aq", "", 200},
+		{worker, "GET", "/api/v1/system/audit", "", 403},
+	} {
+		if code, b, _ := l.doH(c.method, c.path, c.body, c.hdr); code != c.want {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, code, b)
+		}
+	}
+	var trail struct {
+		Records []struct {
+			Actor, Action, Detail string
+		} `json:"records"`
+	}
+	code, b, _ := l.doH("GET", "/api/v1/system/audit", "", ops)
+	if code != 200 || json.Unmarshal(b, &trail) != nil {
+		t.Fatalf("audit: %d %s", code, b)
+	}
+	got := []string{}
+	for _, r := range trail.Records {
+		got = append(got, r.Actor+" "+r.Action)
+	}
+	want := "alice-ops delete_queue,alice-ops set_switches,bob-worker seek"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("audit trail (newest first): %v, want %s\n%s", got, want, b)
+	}
+}

@@ -2,10 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"github.com/queen-node/queen-node/cluster"
+	"fmt"
 	"net/http"
 	"runtime"
 	"time"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/fsm"
 )
 
 // health is GET /health: 200 when this node can serve writes (it leads or
@@ -69,6 +73,12 @@ func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// The removal is a Raft configuration change; its audit record is an
+	// entry of its own.
+	note := &command.Command{Body: &command.Command_AuditNote{AuditNote: &command.AuditNote{Action: "remove_voter", Detail: fmt.Sprintf("id=%q", id)}}}
+	if _, ok := a.propose(w, r, nil, note); !ok {
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"removed": true, "id": id})
 }
 
@@ -93,4 +103,22 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// auditTrail is GET /api/v1/system/audit?limit=&before=: the admin and
+// destructive actions, newest first (package audit).
+func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
+	limit := int(min(max(queryInt(r, "limit", 100), 1), 1000))
+	before := uint64(max(queryInt(r, "before", 0), 0))
+	var recs []*command.AuditRecord
+	if err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error { recs = rd.Audit(before, limit); return nil }); err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make([]map[string]any, len(recs))
+	for i, rec := range recs {
+		out[i] = map[string]any{"at": isoMillis(rec.AtUs), "actor": nullable(rec.Actor), "action": rec.Action,
+			"detail": rec.Detail, "index": rec.Index}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": out})
 }

@@ -42,6 +42,7 @@ var routeLevels = map[string]routeAccess{
 	"GET /api/v1/system/maintenance/pop":                    {level: auth.Admin},
 	"POST /api/v1/system/maintenance/pop":                   {level: auth.Admin},
 	"GET /api/v1/system/state-hash":                         {level: auth.Admin},
+	"GET /api/v1/system/audit":                              {level: auth.Admin},
 	"GET /api/v1/system/backup":                             {level: auth.Admin},
 	"POST /api/v1/system/restore":                           {level: auth.Admin},
 }

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
@@ -70,7 +71,7 @@ func (a *API) propose(w http.ResponseWriter, r *http.Request, idem *command.Idem
 		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
 		return nil, false
 	}
-	auth.StampPushes(r.Context(), cmd)
+	auth.Stamp(r.Context(), cmd)
 	cmd.Idempotency = idem
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 	defer cancel()
@@ -78,6 +79,9 @@ func (a *API) propose(w http.ResponseWriter, r *http.Request, idem *command.Idem
 	if err != nil {
 		writeError(w, err)
 		return nil, false
+	}
+	if action, detail := audit.Action(cmd); action != "" {
+		a.log.Info("audit", "action", action, "actor", cmd.Actor, "detail", detail, "remote", r.RemoteAddr)
 	}
 	out, replayed, err := idempotency.Outcome(idem, res)
 	if err != nil {

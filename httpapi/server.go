@@ -149,6 +149,7 @@ func (a *API) routes() {
 	h("GET /api/v1/system/maintenance/pop", a.getPopMaintenance)
 	h("POST /api/v1/system/maintenance/pop", a.setPopMaintenance)
 	h("GET /api/v1/system/state-hash", a.stateHash)
+	h("GET /api/v1/system/audit", a.auditTrail)
 	h("GET /api/v1/system/backup", a.backup)
 	h("POST /api/v1/system/restore", a.restore)
 	h("GET /api/v1/system/kv-timers", a.getSwitches)
