@@ -77,3 +77,10 @@ func (a *API) authorize(w http.ResponseWriter, r *http.Request, pattern string) 
 	}
 	return r.WithContext(auth.WithIdentity(r.Context(), id)), true
 }
+
+// RouteAccess is the level a route pattern needs and whether a write-only
+// token may call it (for the auth matrix and the documentation).
+func RouteAccess(pattern string) (auth.Level, bool) {
+	a := accessOf(pattern)
+	return a.level, a.producer
+}

@@ -62,13 +62,14 @@ type Config struct {
 
 // API is the HTTP handler.
 type API struct {
-	cfg     Config
-	b       Backend
-	rules   *request.Rules
-	log     *slog.Logger
-	mux     *http.ServeMux
-	m       *apiMetrics
-	started time.Time
+	cfg      Config
+	b        Backend
+	rules    *request.Rules
+	log      *slog.Logger
+	mux      *http.ServeMux
+	patterns []string // every pattern registered, for Routes
+	m        *apiMetrics
+	started  time.Time
 }
 
 // New builds the handler.
@@ -98,8 +99,15 @@ func New(cfg Config) *API {
 	return a
 }
 
+// Routes lists every route pattern the API serves ("METHOD /path"), in
+// registration order.
+func (a *API) Routes() []string { return append([]string(nil), a.patterns...) }
+
 func (a *API) routes() {
-	h := a.mux.HandleFunc
+	h := func(pattern string, fn func(http.ResponseWriter, *http.Request)) {
+		a.patterns = append(a.patterns, pattern)
+		a.mux.HandleFunc(pattern, fn)
+	}
 	h("GET /health", a.health)
 	h("GET /metrics", a.metricsJSON)
 	var g prometheus.Gatherer
@@ -111,6 +119,7 @@ func (a *API) routes() {
 	}
 	if g != nil {
 		a.mux.Handle("GET /metrics/prometheus", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		a.patterns = append(a.patterns, "GET /metrics/prometheus")
 	}
 	h("POST /api/v1/configure", a.configure)
 	h("POST /api/v1/push", a.push)
