@@ -125,3 +125,10 @@ func peerOnly(verified func(tls.ConnectionState) bool) grpc.UnaryServerIntercept
 		return handler(ctx, req)
 	}
 }
+
+// MethodAccess is the level a full method name needs and whether a
+// write-only token may call it (for the auth matrix).
+func MethodAccess(method string) (auth.Level, bool) {
+	a := accessOf(method)
+	return a.level, a.producer
+}
