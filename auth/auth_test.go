@@ -229,3 +229,5 @@ func TestSkipPathsMatchExactly(t *testing.T) {
 		t.Fatal("an explicit list still skipped /")
 	}
 }
+
+func jwtSigned(s jose.Signer, c map[string]any) (string, error) { return jwt.Signed(s).Claims(c).Serialize() }
