@@ -230,4 +230,6 @@ func TestSkipPathsMatchExactly(t *testing.T) {
 	}
 }
 
-func jwtSigned(s jose.Signer, c map[string]any) (string, error) { return jwt.Signed(s).Claims(c).Serialize() }
+func jwtSigned(s jose.Signer, c map[string]any) (string, error) {
+	return jwt.Signed(s).Claims(c).Serialize()
+}
