@@ -267,7 +267,17 @@ func TestAFollowerWithAFullDiskStopsAndCatchesUp(t *testing.T) {
 		load, _ := h["load"].(map[string]any)
 		return load[key] == true, fmt.Sprint(load)
 	}
-	if ok, detail := pollUntil(5*time.Second, 50*time.Millisecond, func() (bool, string) { return loadIs("storageFull") }); !ok {
+	// Wait until the sampler has seen the disk below the pause threshold
+	// (half of --min-free-disk-mb): apply trusts its last reading.
+	if ok, detail := pollUntil(5*time.Second, 50*time.Millisecond, func() (bool, string) {
+		var h map[string]any
+		if err := full.getJSON("/health", 2*time.Second, &h); err != nil {
+			return false, err.Error()
+		}
+		load, _ := h["load"].(map[string]any)
+		free, _ := load["diskFreeBytes"].(float64)
+		return free < 24<<20, fmt.Sprint(load)
+	}); !ok {
 		t.Fatalf("the full disk was not noticed: %s", detail)
 	}
 	c.sendRetry(l, 10*time.Second, "POST", "/api/v1/push", map[string]any{"items": []pushItem{{Queue: "disk", TransactionID: "while-full"}}}, nil)

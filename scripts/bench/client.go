@@ -12,6 +12,10 @@ import (
 
 // client is a keep-alive HTTP client sized for one scenario's concurrency:
 // every worker keeps its own connection open for the whole run.
+// bearer is sent as "Authorization: Bearer <bearer>" on every request when
+// set (-token: to measure with JWT on).
+var bearer string
+
 type client struct {
 	base string
 	hc   *http.Client
@@ -80,6 +84,9 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, buf *
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	buf.Reset()
 	start := time.Now()
 	resp, err := c.hc.Do(req)

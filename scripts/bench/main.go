@@ -229,6 +229,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")
 	fs.IntVar(&o.batch, "batch", 100, "items per request in push-batch")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
+	fs.StringVar(&bearer, "token", os.Getenv("QN_TOKEN"), "a JWT sent on every request, for nodes with JWT on (default: $QN_TOKEN)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON object per scenario on stdout (the table goes to stderr)")
 	fs.IntVar(&o.prefill, "prefill", 200000, "messages pushed before pop-ack starts")
 	fs.DurationVar(&o.prefillTimeout, "prefill-timeout", 60*time.Second, "cap on the pop-ack prefill time")
