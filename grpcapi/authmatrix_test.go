@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/auth/authtest"
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/grpcapi/grpctest"
 	pb "github.com/queen-node/queen-node/grpcapi/queenpb"
@@ -80,7 +81,7 @@ func TestGRPCAuthMatrixOfEveryMethod(t *testing.T) {
 			switch {
 			case k.role == "":
 				want = codes.Unauthenticated
-			case !allows(k.role, level, producer):
+			case !authtest.Allows(k.role, level, producer):
 				want = codes.PermissionDenied
 			}
 			switch {
@@ -94,18 +95,4 @@ func TestGRPCAuthMatrixOfEveryMethod(t *testing.T) {
 		}
 	}
 	t.Logf("%d methods × %d kinds of token checked", methods.Len(), len(kinds))
-}
-
-func allows(role string, level auth.Level, producer bool) bool {
-	switch role {
-	case "admin":
-		return true
-	case "read-write":
-		return level <= auth.ReadWrite
-	case "read-only":
-		return level <= auth.ReadOnly
-	case "write-only":
-		return level == auth.Public || producer
-	}
-	return false
 }

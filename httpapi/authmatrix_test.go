@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/auth/authtest"
 	"github.com/queen-node/queen-node/httpapi"
 )
 
@@ -88,7 +89,7 @@ func TestAuthMatrixOfEveryRoute(t *testing.T) {
 			case level == auth.Public:
 			case k.role == "":
 				want = 401
-			case !allows(k.role, level, producer):
+			case !authtest.Allows(k.role, level, producer):
 				want = 403
 			}
 			switch {
@@ -106,22 +107,6 @@ func TestAuthMatrixOfEveryRoute(t *testing.T) {
 		t.Fatalf("only %d calls checked", checked)
 	}
 	t.Logf("%d routes × %d kinds of token = %d calls checked", checked/len(kinds), len(kinds), checked)
-}
-
-// allows is the matrix's own statement of the levels: roles nest, and
-// write-only reaches only the producer routes.
-func allows(role string, level auth.Level, producer bool) bool {
-	switch role {
-	case "admin":
-		return true
-	case "read-write":
-		return level <= auth.ReadWrite
-	case "read-only":
-		return level <= auth.ReadOnly
-	case "write-only":
-		return level == auth.Public || producer
-	}
-	return false
 }
 
 // The levels themselves, as spec §3 and the issue state them: the admin
