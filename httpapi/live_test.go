@@ -43,10 +43,18 @@ func startLive(t *testing.T) *live { return startLiveWith(t, httpapi.Config{}) }
 
 func startLiveWith(t *testing.T, cfg httpapi.Config) *live {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	n, err := cluster.Start(cluster.Config{NodeID: "live", DataDir: t.TempDir(), RaftAddr: freePort(t),
-		BootstrapExpect: 1, Registry: reg, SweepInterval: 50 * time.Millisecond,
-		Tuning: raftlog.Tuning{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond}})
+	var reg *prometheus.Registry
+	var n *cluster.Node
+	var err error
+	for attempt := 0; attempt < 5; attempt++ { // a free port can be taken between freePort and the bind
+		reg = prometheus.NewRegistry()
+		n, err = cluster.Start(cluster.Config{NodeID: "live", DataDir: t.TempDir(), RaftAddr: freePort(t),
+			BootstrapExpect: 1, Registry: reg, SweepInterval: 50 * time.Millisecond,
+			Tuning: raftlog.Tuning{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond}})
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

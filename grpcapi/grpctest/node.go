@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,10 +57,17 @@ func Start(t testing.TB, o Options) *Node {
 		o.Logs = io.Discard
 	}
 	log := slog.New(slog.NewTextHandler(o.Logs, nil))
-	n, err := cluster.Start(cluster.Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), Logger: log,
-		BootstrapExpect: 1, Registry: prometheus.NewRegistry(), SweepInterval: 100 * time.Millisecond,
-		Tuning: raftlog.Tuning{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-			LeaderLeaseTimeout: 100 * time.Millisecond}})
+	var n *cluster.Node
+	var err error
+	for attempt := 0; attempt < 5; attempt++ { // a free port can be taken between freeAddr and the bind
+		n, err = cluster.Start(cluster.Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: freeAddr(t), Logger: log,
+			BootstrapExpect: 1, Registry: prometheus.NewRegistry(), SweepInterval: 100 * time.Millisecond,
+			Tuning: raftlog.Tuning{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+				LeaderLeaseTimeout: 100 * time.Millisecond}})
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
