@@ -87,6 +87,7 @@ var DefaultSkipPaths = []string{"/health", "/metrics/prometheus", "/metrics", "/
 // Identity is who a token says the caller is.
 type Identity struct {
 	Sub       string
+	scopes    []string // the queues claim: name prefixes; nil = not scoped
 	admin     bool
 	readWrite bool
 	readOnly  bool
@@ -306,6 +307,13 @@ func (v *Verifier) Authenticate(header string) (*Identity, *Error) {
 		return nil, ErrInvalid
 	}
 	id := &Identity{Sub: std.Subject}
+	if raw, ok := rest["queues"]; ok {
+		var qs []string
+		if json.Unmarshal(raw, &qs) != nil {
+			return nil, ErrInvalid // a scope that does not read must not widen into none
+		}
+		id.scopes = append([]string{}, qs...)
+	}
 	var roles []string
 	if raw, ok := rest[v.cfg.RolesClaim]; ok {
 		var r string

@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"sort"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/queen-node/queen-node/fsm"
 )
 
 // RaftStatus is this node's view of Raft, for /health and the cluster view.
@@ -128,4 +131,22 @@ func (n *Node) Cluster() ClusterView {
 		v.Leader.HTTPAddr = m.HTTP
 	}
 	return v
+}
+
+// PartitionQueue is the queue a partition id belongs to: this node's
+// state first, then, for a partition it has not applied yet, a
+// linearizable read. Ids are never reused, so a found answer stays true.
+func (n *Node) PartitionQueue(ctx context.Context, pid []byte) (string, bool) {
+	var q string
+	find := func(r *fsm.Reader) error {
+		if p := r.PartitionByID(pid); p != nil {
+			q = p.Queue
+		}
+		return nil
+	}
+	if _ = n.Read(ctx, Stale, find); q != "" {
+		return q, true
+	}
+	_ = n.Read(ctx, Linearizable, find)
+	return q, q != ""
 }

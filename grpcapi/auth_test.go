@@ -82,6 +82,19 @@ func TestGRPCTokensAndLevels(t *testing.T) {
 	expect("read-write delete", err, codes.PermissionDenied, "Insufficient permissions")
 	_, err = c.DeleteQueue(as(grpcToken(t, "ops", "admin", time.Hour)), &pb.DeleteQueueRequest{Queue: "gq"})
 	expect("admin delete", err, codes.OK, "")
+	// A queues claim limits a token beyond its role.
+	sc, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte(grpcSecret)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped, _ := jwt.Signed(sc).Claims(map[string]any{"sub": "refunds", "role": "read-write", "queues": []string{"refunds."},
+		"exp": time.Now().Add(time.Hour).Unix()}).Serialize()
+	_, err = c.Push(as(scoped), &pb.PushRequest{Items: []*pb.PushItem{{Queue: "payments.x"}}})
+	expect("scoped push elsewhere", err, codes.PermissionDenied, "Insufficient permissions")
+	_, err = c.Pop(as(scoped), &pb.PopRequest{Queue: "payments.x"})
+	expect("scoped pop elsewhere", err, codes.PermissionDenied, "Insufficient permissions")
+	_, err = c.Push(as(scoped), &pb.PushRequest{Items: []*pb.PushItem{{Queue: "refunds.x"}}})
+	expect("scoped push in scope", err, codes.OK, "")
 	// Streams too; health needs no token.
 	stream, err := c.Consume(ctx, &pb.ConsumeRequest{Pop: &pb.PopRequest{Queue: "gq"}})
 	if err == nil {

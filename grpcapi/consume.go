@@ -5,8 +5,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
@@ -31,6 +34,9 @@ func (s *Public) Consume(in *queenpb.ConsumeRequest, stream queenpb.Queen_Consum
 	}
 	cmd, wait, match := s.rules.Pop(decoded)
 	ctx := stream.Context()
+	if !auth.CommandInScope(ctx, &command.Command{Body: &command.Command_Pop{Pop: cmd}}, nil) {
+		return status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
+	}
 	t := &leaseTracker{s: s, req: in, watch: cmd.Queue, leases: map[string]*heldLease{}}
 	go t.renewLoop(ctx)
 	if !match { // no queue can have these names: the stream stays open, empty

@@ -28,6 +28,7 @@ type Node interface {
 	Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
 	Query(ctx context.Context, level cluster.ReadLevel, q *command.Query) (*command.QueryResult, error)
+	PartitionQueue(ctx context.Context, pid []byte) (string, bool)
 	Now() int64
 	Ready() bool
 	// Watch is closed when an applied entry next changes queue.
@@ -97,7 +98,7 @@ func (s *Public) refuse(ctx context.Context, idem *command.Idempotency, err erro
 // one the key stored first) as T.
 func propose[T proto.Message](s *Public, ctx context.Context, idem *command.Idempotency, cmd *command.Command) (T, error) {
 	var zero T
-	if !auth.MayRun(ctx, cmd) {
+	if !auth.MayRun(ctx, cmd) || !auth.CommandInScope(ctx, cmd, func(pid []byte) (string, bool) { return s.node.PartitionQueue(ctx, pid) }) {
 		return zero, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
 	}
 	auth.Stamp(ctx, cmd)
@@ -158,6 +159,9 @@ func (s *Public) Pop(ctx context.Context, in *queenpb.PopRequest) (*queenpb.PopR
 	cmd, wait, match := s.rules.Pop(decoded)
 	if !match {
 		return &queenpb.PopResponse{Queue: in.Queue}, nil
+	}
+	if !auth.CommandInScope(ctx, &command.Command{Body: &command.Command_Pop{Pop: cmd}}, nil) {
+		return nil, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
 	}
 	res, err := s.node.Pop(ctx, cmd, wait)
 	if err != nil {
@@ -322,7 +326,7 @@ func (s *Public) readKV(ctx context.Context, ops []*command.KVOp) (*command.KVBa
 	if err := s.rules.AllowKVRead(); err != nil {
 		return nil, err
 	}
-	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
+	res, err := s.query(ctx, &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
 	return res.GetKv(), err
 }
 
@@ -333,4 +337,12 @@ func callerOf(ctx context.Context) string {
 		return id.Sub
 	}
 	return ""
+}
+
+// query runs a read query the caller's scope allows.
+func (s *Public) query(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
+	if !auth.QueryInScope(ctx, q) {
+		return nil, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
+	}
+	return s.node.Query(ctx, cluster.Linearizable, q)
 }

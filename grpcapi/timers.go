@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 
-	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
 	"github.com/queen-node/queen-node/request"
@@ -50,7 +49,7 @@ func (s *Public) CancelTimer(ctx context.Context, in *queenpb.CancelTimerRequest
 
 // GetTimer peeks at a pending timer.
 func (s *Public) GetTimer(ctx context.Context, in *queenpb.GetTimerRequest) (*queenpb.GetTimerResponse, error) {
-	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Timer{Timer: &command.TimerGet{
+	res, err := s.query(ctx, &command.Query{Body: &command.Query_Timer{Timer: &command.TimerGet{
 		Queue: in.Queue, TimerKey: in.TimerKey}}})
 	if err != nil {
 		return nil, publicStatus(err)
@@ -64,7 +63,7 @@ func (s *Public) GetTimer(ctx context.Context, in *queenpb.GetTimerRequest) (*qu
 
 // ListTimers pages through a queue's pending timers.
 func (s *Public) ListTimers(ctx context.Context, in *queenpb.ListTimersRequest) (*queenpb.ListTimersResponse, error) {
-	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_Timers{Timers: &command.TimerList{
+	res, err := s.query(ctx, &command.Query{Body: &command.Query_Timers{Timers: &command.TimerList{
 		Queue: in.Queue, After: in.After, Limit: int32(request.TimerListLimit(int64(in.Limit)))}}})
 	if err != nil {
 		return nil, publicStatus(err)
@@ -85,7 +84,7 @@ func (s *Public) CountTimers(ctx context.Context, in *queenpb.CountTimersRequest
 	if err := request.TimerCountPrefix(in.Prefix); err != nil {
 		return nil, publicStatus(err)
 	}
-	res, err := s.node.Query(ctx, cluster.Linearizable, &command.Query{Body: &command.Query_TimerCount{TimerCount: &command.TimerCount{
+	res, err := s.query(ctx, &command.Query{Body: &command.Query_TimerCount{TimerCount: &command.TimerCount{
 		Queue: in.Queue, Prefix: in.Prefix}}})
 	if err != nil {
 		return nil, publicStatus(err)

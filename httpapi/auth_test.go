@@ -189,3 +189,71 @@ func TestLiveAuditTrail(t *testing.T) {
 		t.Fatalf("audit trail (newest first): %v, want %s\n%s", got, want, b)
 	}
 }
+
+// A token's queues claim limits it beyond its role: the refunds service
+// cannot pop, ack, push to or read a payments queue, or write its KV
+// namespace (403, nothing written).
+func TestLiveQueueScopes(t *testing.T) {
+	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	l := startLiveWith(t, httpapi.Config{Auth: v})
+	as := func(sub string, queues []string) map[string]string {
+		c := map[string]any{"role": "read-write"}
+		if queues != nil {
+			c["queues"] = queues
+		}
+		return map[string]string{"Authorization": "Bearer " + token(t, sub, c)}
+	}
+	refunds, payments := as("refunds", []string{"refunds."}), as("payments", []string{"payments."})
+	call := func(hdr map[string]string, method, path, body string) (int, string) {
+		code, b, _ := l.doH(method, path, body, hdr)
+		return code, string(b)
+	}
+	if c, b := call(payments, "POST", "/api/v1/push", `{"items":[{"queue":"payments.orders","transactionId":"p1"}]}`); c != 201 {
+		t.Fatalf("payments push: %d %s", c, b)
+	}
+	if c, b := call(refunds, "POST", "/api/v1/push", `{"items":[{"queue":"refunds.orders","transactionId":"r1"}]}`); c != 201 {
+		t.Fatalf("refunds push: %d %s", c, b)
+	}
+	c, b := call(payments, "GET", "/api/v1/pop/queue/payments.orders", "")
+	if c != 200 {
+		t.Fatalf("payments pop: %d %s", c, b)
+	}
+	var p struct {
+		Messages []popMsg `json:"messages"`
+	}
+	json.Unmarshal([]byte(b), &p)
+	before, _, _ := l.node.StateHash()
+	_, hashBefore, _ := l.node.StateHash()
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/api/v1/pop/queue/payments.orders", ""},
+		{"POST", "/api/v1/ack", ackBody(p.Messages[0], "completed")},
+		{"POST", "/api/v1/push", `{"items":[{"queue":"payments.orders","transactionId":"x"}]}`},
+		{"POST", "/api/v1/transaction", `{"operations":[{"type":"push","items":[{"queue":"payments.orders","payload":1}]}]}`},
+		{"PUT", "/api/v1/kv/payments/charge:1", `{"value":1,"forever":true}`},
+		{"GET", "/api/v1/kv/payments/charge:1", ""},
+		{"GET", "/api/v1/resources/queues/payments.orders", ""},
+		{"GET", "/api/v1/dlq", ""},
+		{"GET", "/api/v1/pop?namespace=payments", ""},
+	} {
+		if c, b := call(refunds, r.method, r.path, r.body); c != 403 {
+			t.Fatalf("refunds %s %s: %d %s, want 403", r.method, r.path, c, b)
+		}
+	}
+	after, hashAfter, _ := l.node.StateHash()
+	if after != before || hashAfter != hashBefore {
+		t.Fatal("a refused call of a scoped token changed the state")
+	}
+	if c, b := call(refunds, "PUT", "/api/v1/kv/refunds.charges/r:1", `{"value":1,"forever":true}`); c != 200 {
+		t.Fatalf("refunds writes its own namespace: %d %s", c, b)
+	}
+	var acks []map[string]any
+	c, b = call(payments, "POST", "/api/v1/ack", ackBody(p.Messages[0], "completed"))
+	json.Unmarshal([]byte(b), &acks)
+	if c != 200 || len(acks) != 1 || acks[0]["success"] != true {
+		t.Fatalf("payments acks its own: %d %s", c, b)
+	}
+}

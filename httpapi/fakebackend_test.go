@@ -155,6 +155,8 @@ func (f *fakeBackend) Restore(context.Context, io.Reader) (backup.Header, uint64
 	return backup.Header{}, 0, errors.New("no restores here")
 }
 
+func (f *fakeBackend) PartitionQueue(context.Context, []byte) (string, bool) { return "", false }
+
 func (f *fakeBackend) StateHash() (uint64, string, error) { return 0, "", nil }
 
 func (f *fakeBackend) Load() cluster.LoadStatus { return cluster.LoadStatus{MaxInflight: 1} }

@@ -165,7 +165,7 @@ func renderKVBatch(w http.ResponseWriter, kr *command.KVBatchResult) {
 // readKV answers read-only ops from one view, which also says whether the
 // operator's kill switch is on (writes are refused by apply).
 func (a *API) readKV(r *http.Request, ops []*command.KVOp) (*command.KVBatchResult, error) {
-	res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
+	res, err := a.query(r, &command.Query{Body: &command.Query_Kv{Kv: &command.KVReads{Ops: ops}}})
 	return res.GetKv(), err
 }
 

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -57,6 +59,10 @@ func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop)
 	in, wait, match := a.rules.Pop(decoded)
 	if !match {
 		w.WriteHeader(http.StatusNoContent) // bad values never 4xx on pop: nothing can match
+		return
+	}
+	if !auth.CommandInScope(r.Context(), &command.Command{Body: &command.Command_Pop{Pop: in}}, nil) {
+		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
 		return
 	}
 	res, err := a.b.Pop(r.Context(), in, wait)

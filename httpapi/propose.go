@@ -67,7 +67,7 @@ func (a *API) refuse(w http.ResponseWriter, r *http.Request, idem *command.Idemp
 // true). ok=false means the answer was written: a failure, the key reused
 // with another request, or a refusal the key stored first.
 func (a *API) propose(w http.ResponseWriter, r *http.Request, idem *command.Idempotency, cmd *command.Command) (proto.Message, bool) {
-	if !auth.MayRun(r.Context(), cmd) {
+	if !auth.MayRun(r.Context(), cmd) || !auth.CommandInScope(r.Context(), cmd, a.partitionQueue(r.Context())) {
 		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
 		return nil, false
 	}
@@ -96,4 +96,17 @@ func (a *API) propose(w http.ResponseWriter, r *http.Request, idem *command.Idem
 		return nil, false
 	}
 	return out, true
+}
+
+// partitionQueue resolves an ack's partition for a scope check.
+func (a *API) partitionQueue(ctx context.Context) func([]byte) (string, bool) {
+	return func(pid []byte) (string, bool) { return a.b.PartitionQueue(ctx, pid) }
+}
+
+// query runs a read query the caller's scope allows.
+func (a *API) query(r *http.Request, q *command.Query) (*command.QueryResult, error) {
+	if !auth.QueryInScope(r.Context(), q) {
+		return nil, &request.Error{Kind: request.Refused, Msg: auth.ErrInsufficient.Msg}
+	}
+	return a.b.Query(r.Context(), readLevel(r), q)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
@@ -68,6 +69,10 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
+	if !auth.InScope(r.Context(), name) {
+		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+		return
+	}
 	var out map[string]any
 	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
 		q := rd.Queue(name)
@@ -131,6 +136,10 @@ func parseTime(v string) int64 {
 
 func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if id := identityOf(r); id.Scoped() && !id.Touches(q.Get("queue")) || id.Scoped() && q.Get("queue") == "" {
+		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg}) // a scoped token names its queue
+		return
+	}
 	f := fsm.DLQFilter{
 		Queue: q.Get("queue"), ConsumerGroup: q.Get("consumerGroup"), Partition: q.Get("partition"),
 		FromUs: parseTime(q.Get("from")), ToUs: parseTime(q.Get("to")),

@@ -31,6 +31,7 @@ type Backend interface {
 	Status() cluster.RaftStatus
 	Load() cluster.LoadStatus
 	StateHash() (applied uint64, hash string, err error)
+	PartitionQueue(ctx context.Context, pid []byte) (string, bool)
 	Backup(ctx context.Context, w io.Writer, version string) (backup.Header, error)
 	Restore(ctx context.Context, r io.Reader) (backup.Header, uint64, error)
 	Cluster() cluster.ClusterView

@@ -182,7 +182,7 @@ func timerPeekOut(t *command.TimerRecord, withPayload bool) map[string]any {
 // timerGet is GET /api/v1/timers/:queue/*timerKey: a peek, {"found":false}
 // when there is no pending timer (never a 404).
 func (a *API) timerGet(w http.ResponseWriter, r *http.Request) {
-	res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_Timer{Timer: &command.TimerGet{
+	res, err := a.query(r, &command.Query{Body: &command.Query_Timer{Timer: &command.TimerGet{
 		Queue: r.PathValue("queue"), TimerKey: r.PathValue("timerKey")}}})
 	if err != nil {
 		writeError(w, err)
@@ -213,7 +213,7 @@ func (a *API) timerList(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_TimerCount{TimerCount: &command.TimerCount{
+		res, err := a.query(r, &command.Query{Body: &command.Query_TimerCount{TimerCount: &command.TimerCount{
 			Queue: queue, Prefix: prefix}}})
 		if err != nil {
 			writeError(w, err)
@@ -226,7 +226,7 @@ func (a *API) timerList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := request.TimerListLimit(queryInt(r, "limit", 0))
-	res, err := a.b.Query(r.Context(), readLevel(r), &command.Query{Body: &command.Query_Timers{Timers: &command.TimerList{
+	res, err := a.query(r, &command.Query{Body: &command.Query_Timers{Timers: &command.TimerList{
 		Queue: queue, After: q.Get("after"), Limit: int32(limit)}}})
 	if err != nil {
 		writeError(w, err)
