@@ -21,3 +21,20 @@ func Allows(role string, level auth.Level, producer bool) bool {
 	}
 	return false
 }
+
+// Unchanged reports whether a refused call changed nothing: the state hash
+// is the same after it as before. Every applied entry changes the hash
+// (the applied index is part of it), and the node's own entries (a sweep,
+// a timer step) may land meanwhile, so a changed hash is looked at again:
+// the call is repeated until a window shows no change, up to five times.
+// A call that writes changes the hash in every window.
+func Unchanged(hash func() string, before string, call func()) bool {
+	for range 5 {
+		if hash() == before {
+			return true
+		}
+		before = hash()
+		call()
+	}
+	return hash() == before
+}
