@@ -247,6 +247,16 @@ func TestLiveQueueScopes(t *testing.T) {
 	if after != before || hashAfter != hashBefore {
 		t.Fatal("a refused call of a scoped token changed the state")
 	}
+	// Lists show a scoped token its own queues only.
+	if c, b := call(refunds, "GET", "/api/v1/resources/queues", ""); c != 200 || strings.Contains(b, "payments.orders") || !strings.Contains(b, "refunds.orders") {
+		t.Fatalf("refunds lists queues: %d %s", c, b)
+	}
+	if c, b := call(refunds, "GET", "/api/v1/consumer-groups", ""); c != 200 || strings.Contains(b, "payments.orders") {
+		t.Fatalf("refunds lists groups: %d %s", c, b)
+	}
+	if c, b := call(payments, "GET", "/api/v1/consumer-groups", ""); c != 200 || !strings.Contains(b, "payments.orders") {
+		t.Fatalf("payments lists groups: %d %s", c, b)
+	}
 	if c, b := call(refunds, "PUT", "/api/v1/kv/refunds.charges/r:1", `{"value":1,"forever":true}`); c != 200 {
 		t.Fatalf("refunds writes its own namespace: %d %s", c, b)
 	}

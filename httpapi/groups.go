@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/queue"
@@ -32,7 +33,11 @@ func (a *API) groups(r *http.Request, group string) ([]queue.GroupQueue, int64, 
 	var out []queue.GroupQueue
 	now := a.b.Now()
 	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		out = rd.ConsumerGroups(group, now)
+		for _, gq := range rd.ConsumerGroups(group, now) {
+			if auth.InScope(r.Context(), gq.Queue) { // a scoped token sees its own queues only
+				out = append(out, gq)
+			}
+		}
 		return nil
 	})
 	return out, now, err

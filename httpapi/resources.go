@@ -37,6 +37,9 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
 		now := a.b.Now()
 		for _, q := range rd.Queues() {
+			if !auth.InScope(r.Context(), q.Name) {
+				continue // a scoped token sees its own queues only
+			}
 			var st fsm.PartitionStats
 			parts := rd.Partitions(q.Name)
 			for _, p := range parts {
