@@ -34,19 +34,27 @@ func grpcToken(t *testing.T, sub, role string, exp time.Duration) string {
 	return tok
 }
 
-// The same tokens and levels on gRPC, in per-call metadata.
-func TestGRPCTokensAndLevels(t *testing.T) {
+// startWithJWT starts a node with JWT on (HS256, grpcSecret) and dials it.
+func startWithJWT(t *testing.T) (*grpctest.Node, *grpc.ClientConn) {
+	t.Helper()
 	v, err := auth.New(auth.Config{Enabled: true, Secret: grpcSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Close()
+	t.Cleanup(v.Close)
 	n := grpctest.Start(t, grpctest.Options{Auth: v})
 	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return n, conn
+}
+
+// The same tokens and levels on gRPC, in per-call metadata.
+func TestGRPCTokensAndLevels(t *testing.T) {
+	_, conn := startWithJWT(t)
+	var err error
 	c := pb.NewQueenClient(conn)
 	ctx := ctxT(t)
 	as := func(tok string) context.Context {

@@ -8,15 +8,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/auth/authtest"
 	"github.com/queen-node/queen-node/grpcapi"
-	"github.com/queen-node/queen-node/grpcapi/grpctest"
 	pb "github.com/queen-node/queen-node/grpcapi/queenpb"
 )
 
@@ -24,17 +21,7 @@ import (
 // token and the four roles → UNAUTHENTICATED, PERMISSION_DENIED or let in,
 // and a refused call leaves the state hash unchanged.
 func TestGRPCAuthMatrixOfEveryMethod(t *testing.T) {
-	v, err := auth.New(auth.Config{Enabled: true, Secret: grpcSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	n := grpctest.Start(t, grpctest.Options{Auth: v})
-	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	n, conn := startWithJWT(t)
 	kinds := []struct{ name, token, role string }{
 		{"no token", "", ""},
 		{"expired", grpcToken(t, "x", "admin", -time.Hour), ""},

@@ -32,16 +32,24 @@ func token(t *testing.T, sub string, extra map[string]any) string {
 	return tok
 }
 
+// startLiveWithJWT starts a live node with JWT on: c, with HS256 and
+// testSecret.
+func startLiveWithJWT(t *testing.T, c auth.Config) *live {
+	t.Helper()
+	c.Enabled, c.Secret = true, testSecret
+	v, err := auth.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	return startLiveWith(t, httpapi.Config{Auth: v})
+}
+
 // With JWT on: the spec's 401 and 403 bodies, the route levels of spec §3,
 // the producer-only write-only role, producerSub from the token, and the
 // public routes.
 func TestLiveJWTLevelsAndRoles(t *testing.T) {
-	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	l := startLiveWith(t, httpapi.Config{Auth: v})
+	l := startLiveWithJWT(t, auth.Config{})
 	as := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 	ro := as(token(t, "dashboard", map[string]any{"role": "read-only"}))
 	wo := as(token(t, "checkout", map[string]any{"role": "write-only"}))
@@ -120,12 +128,7 @@ func TestLiveJWTLevelsAndRoles(t *testing.T) {
 // With JWT on an Idempotency-Key belongs to its caller: the same key from
 // two subs is two requests, and neither gets the other's stored answer.
 func TestLiveIdempotencyKeysAreScopedToTheCaller(t *testing.T) {
-	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	l := startLiveWith(t, httpapi.Config{Auth: v})
+	l := startLiveWithJWT(t, auth.Config{})
 	push := func(sub, txn string) (int, string) {
 		h := map[string]string{"Authorization": "Bearer " + token(t, sub, map[string]any{"role": "read-write"}), "Idempotency-Key": "k-1"}
 		code, b, _ := l.doH("POST", "/api/v1/push", `{"items":[{"queue":"iq","transactionId":"`+txn+`"}]}`, h)
@@ -145,12 +148,7 @@ func TestLiveIdempotencyKeysAreScopedToTheCaller(t *testing.T) {
 // Admin and destructive actions are in the audit trail with the token's
 // sub, readable by an admin.
 func TestLiveAuditTrail(t *testing.T) {
-	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	l := startLiveWith(t, httpapi.Config{Auth: v})
+	l := startLiveWithJWT(t, auth.Config{})
 	as := func(sub, role string) map[string]string {
 		return map[string]string{"Authorization": "Bearer " + token(t, sub, map[string]any{"role": role})}
 	}
@@ -194,12 +192,7 @@ func TestLiveAuditTrail(t *testing.T) {
 // cannot pop, ack, push to or read a payments queue, or write its KV
 // namespace (403, nothing written).
 func TestLiveQueueScopes(t *testing.T) {
-	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	l := startLiveWith(t, httpapi.Config{Auth: v})
+	l := startLiveWithJWT(t, auth.Config{})
 	as := func(sub string, queues []string) map[string]string {
 		c := map[string]any{"role": "read-write"}
 		if queues != nil {

@@ -20,12 +20,7 @@ import (
 // route's level gets 403; and a refused call changes nothing (the state
 // hash before and after).
 func TestAuthMatrixOfEveryRoute(t *testing.T) {
-	v, err := auth.New(auth.Config{Enabled: true, Secret: testSecret, Issuer: "queen", Audience: "brokers"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	l := startLiveWith(t, httpapi.Config{Auth: v})
+	l := startLiveWithJWT(t, auth.Config{Issuer: "queen", Audience: "brokers"})
 	ok := map[string]any{"iss": "queen", "aud": "brokers"}
 	with := func(extra map[string]any) map[string]any {
 		m := map[string]any{}
