@@ -152,7 +152,9 @@ func (n *Node) logf(format string, args ...any) {
 func (n *Node) Start(ctx context.Context) error { return n.start(ctx, n.auto) }
 
 // Restart starts a node that has exited again, on the same data dir and
-// ports, and waits until /health is 200.
+// ports, and waits until /health is 200. A port still taken (another
+// program holds it for a moment) is waited for: up to five tries, a second
+// apart.
 func (n *Node) Restart(ctx context.Context) error {
 	if n.Running() {
 		return fmt.Errorf("nodeproc: restart %s: still running", n.spec.ID)
@@ -174,6 +176,15 @@ func (n *Node) start(ctx context.Context, retry bool) error {
 				return err
 			}
 			n.logf("%s lost a port race; starting it on new ports", n.spec.ID)
+			continue
+		}
+		if !retry && attempt < 5 && n.lostBindRace() {
+			n.logf("%s: a port of its own is taken; trying again in a second", n.spec.ID)
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		if kerr := n.Kill(); kerr != nil {

@@ -3,8 +3,11 @@ package nodeproc
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 )
 
 // Addrs are a node's four listen addresses, host:port each. Other nodes
@@ -24,12 +27,20 @@ func AddrsAt(host string, first int) Addrs {
 
 func (a Addrs) list() []string { return []string{a.HTTP, a.GRPC, a.Raft, a.Gossip} }
 
+// lowestPort is the bottom of the range FreeAddrs draws from; the top is
+// the bottom of the kernel's ephemeral range.
+const lowestPort = 10000
+
 // FreeAddrs picks the addresses of n nodes on 127.0.0.1: 4n distinct ports
 // that are free on TCP and on UDP (memberlist uses both on the gossip
-// port), none of them in avoid. Every port is bound until all are chosen,
-// then released: the node's own bind comes a moment later, and a start that
-// lost that race (another program took the port) is retried on new ports
-// by Node.Start and StartCluster.
+// port), none of them in avoid. The ports lie below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range), so no outgoing connection is ever
+// given one as its local port: a node killed and restarted finds its ports
+// still free (a port drawn from the ephemeral range was once taken by a
+// client connection in the gap, and the restart failed). Every port is
+// bound until all are chosen, then released: the node's own bind comes a
+// moment later, and a start that lost that race (another program took the
+// port) is retried on new ports by Node.Start and StartCluster.
 func FreeAddrs(n int, avoid map[string]bool) ([]Addrs, error) {
 	var held []io.Closer
 	defer func() {
@@ -37,17 +48,18 @@ func FreeAddrs(n int, avoid map[string]bool) ([]Addrs, error) {
 			c.Close()
 		}
 	}()
+	top := ephemeralLow()
 	pick := func() (string, error) {
-		for try := 0; try < 50; try++ {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return "", fmt.Errorf("nodeproc: free port: %w", err)
-			}
-			held = append(held, l) // held either way, so it is not drawn again
-			addr := l.Addr().String()
+		for try := 0; try < 200; try++ {
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lowestPort+rand.IntN(top-lowestPort)))
 			if avoid[addr] {
 				continue
 			}
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				continue
+			}
+			held = append(held, l) // held either way, so it is not drawn again
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
 				continue
@@ -55,7 +67,7 @@ func FreeAddrs(n int, avoid map[string]bool) ([]Addrs, error) {
 			held = append(held, pc)
 			return addr, nil
 		}
-		return "", fmt.Errorf("nodeproc: no free loopback port (TCP and UDP) after 50 tries")
+		return "", fmt.Errorf("nodeproc: no free loopback port (TCP and UDP) in [%d, %d) after 200 tries", lowestPort, top)
 	}
 	out := make([]Addrs, n)
 	for i := range out {
@@ -70,4 +82,21 @@ func FreeAddrs(n int, avoid map[string]bool) ([]Addrs, error) {
 		out[i] = Addrs{HTTP: a[0], GRPC: a[1], Raft: a[2], Gossip: a[3]}
 	}
 	return out, nil
+}
+
+// ephemeralLow is the lowest port the kernel gives outgoing connections
+// (32768 where it cannot be read, Linux's default).
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				low = v
+			}
+		}
+	}
+	if low <= lowestPort+1000 {
+		low = lowestPort + 1000
+	}
+	return low
 }
