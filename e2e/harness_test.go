@@ -91,6 +91,7 @@ func testNode(t testing.TB, pn *nodeproc.Node) *node {
 		MaxIdleConns:        64,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
+		TLSClientConfig:     pn.ClientTLS(),
 	}
 	n := &node{Node: pn, t: t, tr: tr, client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
 	t.Cleanup(func() {
@@ -244,6 +245,9 @@ func (n *node) request(ctx context.Context, method, path string, body any, hdr m
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if tok := n.Token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

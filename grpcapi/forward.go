@@ -90,7 +90,9 @@ type ForwardClient struct {
 }
 
 // NewForwardClient makes a client with no connections yet; peer, when
-// set, is the mutual TLS between nodes (tlsfiles.Peer.ClientConfig).
+// set, is the TLS of the links between nodes (tlsfiles.Peer.ClientConfig,
+// mutual; or tlsfiles.Pair.ClientConfig when the gRPC port serves the
+// public pair only).
 func NewForwardClient(peer *tls.Config) *ForwardClient {
 	creds := insecure.NewCredentials()
 	if peer != nil {

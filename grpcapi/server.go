@@ -22,7 +22,7 @@ type options struct {
 	rules          *request.Rules
 	requestTimeout time.Duration
 	auth           *auth.Verifier
-	peerTLS        *tls.Config
+	tls            *tls.Config
 	peerVerified   func(tls.ConnectionState) bool
 }
 
@@ -30,7 +30,14 @@ type options struct {
 // SharedServerConfig) and lets only callers that presented a certificate
 // the cluster CA signed (verified) use the internal forwarding service.
 func WithPeerTLS(creds *tls.Config, verified func(tls.ConnectionState) bool) Option {
-	return func(o *options) { o.peerTLS, o.peerVerified = creds, verified }
+	return func(o *options) { o.tls, o.peerVerified = creds, verified }
+}
+
+// WithTLS serves the port over TLS (creds: tlsfiles.Pair's ServerConfig)
+// without peer TLS: the forwarding service then takes any caller, as it
+// does in clear text.
+func WithTLS(creds *tls.Config) Option {
+	return func(o *options) { o.tls = creds }
 }
 
 // WithAuth puts the public service behind JWTs (spec §4.17); nil = off.
@@ -70,8 +77,8 @@ func NewServer(node Node, opts ...Option) *grpc.Server {
 	o := buildOptions(opts)
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20),
 		grpc.ChainUnaryInterceptor(peerOnly(o.peerVerified), unaryAuth(o.auth)), grpc.ChainStreamInterceptor(streamAuth(o.auth))}
-	if o.peerTLS != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(o.peerTLS)))
+	if o.tls != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(o.tls)))
 	}
 	s := grpc.NewServer(sopts...)
 	internalpb.RegisterForwardServer(s, NewForwardServer(node))

@@ -3,6 +3,7 @@ package nodeproc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,6 +48,13 @@ type Spec struct {
 	Prepare func(n *Node) (env []string, err error)
 	// Logf receives node events (started, killed, paused); nil = silent.
 	Logf func(format string, args ...any)
+	// ClientTLS, when set, says the node serves HTTPS (Flags carry its
+	// --tls-cert and --tls-key): URL is https:// and nodeproc's own
+	// requests use this client configuration.
+	ClientTLS *tls.Config
+	// Token, when set, is sent as a bearer token on nodeproc's own
+	// requests (a node with JWT on; /health needs none).
+	Token string
 }
 
 // Node is one queen-node process at a time on one data dir. The id, data
@@ -88,7 +96,7 @@ func NewNode(s Spec) (*Node, error) {
 		}
 		s.Addrs = a[0]
 	}
-	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second, TLSClientConfig: s.ClientTLS}
 	return &Node{spec: s, auto: auto, addrs: s.Addrs, tr: tr, hc: &http.Client{Transport: tr}}, nil
 }
 
@@ -108,6 +116,13 @@ func (n *Node) ID() string { return n.spec.ID }
 // DataDir is the node's data dir.
 func (n *Node) DataDir() string { return n.spec.DataDir }
 
+// ClientTLS is the client configuration for the node's HTTPS (nil: it
+// serves plain HTTP).
+func (n *Node) ClientTLS() *tls.Config { return n.spec.ClientTLS }
+
+// Token is the bearer token nodeproc's own requests carry ("" = none).
+func (n *Node) Token() string { return n.spec.Token }
+
 // LogPath is the file the node's output goes to.
 func (n *Node) LogPath() string { return n.spec.LogPath }
 
@@ -118,8 +133,13 @@ func (n *Node) Addrs() Addrs {
 	return n.addrs
 }
 
-// URL is the node's HTTP base URL.
-func (n *Node) URL() string { return "http://" + n.Addrs().HTTP }
+// URL is the node's HTTP base URL (https:// with Spec.ClientTLS).
+func (n *Node) URL() string {
+	if n.spec.ClientTLS != nil {
+		return "https://" + n.Addrs().HTTP
+	}
+	return "http://" + n.Addrs().HTTP
+}
 
 // Args are the queen-node arguments of the next start: id, data dir,
 // addresses, --bootstrap-expect, --join (in a cluster), then Spec.Flags.

@@ -41,10 +41,15 @@ type HealthRaft struct {
 // Do sends one request to the node (a JSON body when body is not nil) and
 // returns the status and the body. It is bounded by ctx and by 3 s.
 func (n *Node) Do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	return do(ctx, n.hc, method, n.URL()+path, body)
+	return doAs(ctx, n.hc, method, n.URL()+path, body, n.spec.Token)
 }
 
 func do(ctx context.Context, hc *http.Client, method, url string, body []byte) (int, []byte, error) {
+	return doAs(ctx, hc, method, url, body, "")
+}
+
+// doAs is do with a bearer token ("" = none).
+func doAs(ctx context.Context, hc *http.Client, method, url string, body []byte, token string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -57,6 +62,9 @@ func do(ctx context.Context, hc *http.Client, method, url string, body []byte) (
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -2,6 +2,7 @@ package tlsfiles
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -84,5 +85,38 @@ func (p *Pair) ServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.current(), nil },
+	}
+}
+
+// ClientConfig is how a node dials another node's gRPC port when that port
+// serves the public pair and no peer TLS is configured: the other node's
+// certificate must name the host dialed and chain to a system root or to a
+// certificate in this node's own certificate file (its chain: a cluster
+// whose nodes share one CA, or one certificate, trusts itself). Checked
+// against the pair as it is now, so a renewed file is followed.
+func (p *Pair) ClientConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by VerifyConnection below, which also checks the name
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("tls: the node presented no certificate")
+			}
+			roots, err := x509.SystemCertPool()
+			if err != nil || roots == nil {
+				roots = x509.NewCertPool()
+			}
+			for _, der := range p.current().Certificate {
+				if c, err := x509.ParseCertificate(der); err == nil {
+					roots.AddCert(c)
+				}
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: cs.ServerName, Roots: roots, Intermediates: inter})
+			return err
+		},
 	}
 }

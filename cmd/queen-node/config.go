@@ -85,7 +85,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.IntVar(&c.MaxInflight, "max-inflight", 1024, "writes this node holds in flight (proposed or forwarded, waiting for their entry); beyond them a write is answered 429 overloaded with Retry-After")
 	fs.Uint64Var(&c.MinFreeDiskMB, "min-free-disk-mb", 256, "below this many MiB free on the data disk, writes that add data are answered 507 storage_full; below half of it apply pauses until space is freed; 0 = no checks")
 	c.jwtFlags(fs)
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP API; with --tls-key it serves HTTPS, rereading both when they change or on SIGHUP")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP and gRPC APIs; with --tls-key both serve TLS, rereading the pair when it changes or on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key file (PEM) of --tls-cert")
 	fs.StringVar(&c.PeerTLSCert, "peer-tls-cert", "", "this node's certificate (PEM) for mutual TLS with the other nodes on Raft and forwarding (and TLS on the gRPC port)")
 	fs.StringVar(&c.PeerTLSKey, "peer-tls-key", "", "private key (PEM) of --peer-tls-cert")

@@ -95,6 +95,9 @@ func run(args []string) error {
 		if certs, err = tlsfiles.Load(cfg.TLSCert, cfg.TLSKey, log); err != nil {
 			return err
 		}
+		if peerClient == nil { // the gRPC port serves the public pair: nodes dial it with TLS
+			peerClient = certs.ClientConfig()
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -144,8 +147,11 @@ func run(args []string) error {
 	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
 		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL})
 	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier)}
-	if peer != nil {
+	switch {
+	case peer != nil:
 		grpcOpts = append(grpcOpts, grpcapi.WithPeerTLS(peer.SharedServerConfig(certs), peer.Verified))
+	case certs != nil:
+		grpcOpts = append(grpcOpts, grpcapi.WithTLS(certs.ServerConfig()))
 	}
 	grpcSrv := grpcapi.NewServer(node, grpcOpts...)
 	go grpcSrv.Serve(grpcLn)

@@ -31,7 +31,11 @@ func exposure(c *config) []string {
 	}
 	var clear []string
 	if !loopback(c.GRPCAddr) && c.PeerTLSCert == "" {
-		clear = append(clear, "gRPC (no --peer-tls-*)")
+		if c.TLSCert == "" {
+			clear = append(clear, "gRPC (no --peer-tls-* or --tls-cert)")
+		} else {
+			w = append(w, "the forwarding service on "+c.GRPCAddr+" takes any caller (no --peer-tls-*)")
+		}
 	}
 	if !loopback(c.RaftAddr) && c.PeerTLSCert == "" {
 		clear = append(clear, "Raft (no --peer-tls-*)")

@@ -31,4 +31,16 @@ func TestExposureWarnsBeyondLoopback(t *testing.T) {
 	if w := exposure(c); w != nil {
 		t.Fatalf("gossip with a keyring: %v", w)
 	}
+	c.GRPCAddr = "10.0.0.5:6633"
+	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "forwarding service on 10.0.0.5:6633 takes any caller") || strings.Contains(w, "clear text") {
+		t.Fatalf("gRPC beyond loopback with --tls-cert only: %s", w)
+	}
+	c.TLSCert = ""
+	if w := strings.Join(exposure(c), "; "); !strings.Contains(w, "gRPC (no --peer-tls-* or --tls-cert) in clear text") {
+		t.Fatalf("gRPC beyond loopback in clear text: %s", w)
+	}
+	c.PeerTLSCert = "peer.pem"
+	if w := strings.Join(exposure(c), "; "); strings.Contains(w, "gRPC") || strings.Contains(w, "forwarding") {
+		t.Fatalf("gRPC with peer TLS: %s", w)
+	}
 }
