@@ -46,7 +46,9 @@ EXPOSE 6632/tcp 6633/tcp 6634/tcp 6635/tcp 6635/udp
 # No shell in the image, so the health check is a small static binary
 # (deploy/healthcheck) that GETs /health on $QUEEN_HTTP_ADDR: healthy on 200,
 # unhealthy on 503 (no leader known) or no answer. Change the HTTP port with
-# QUEEN_HTTP_ADDR rather than --http-addr, or the check probes the old port.
+# QUEEN_HTTP_ADDR rather than --http-addr, or the check probes the old port;
+# likewise QUEEN_TLS_CERT rather than --tls-cert: with it set, the check
+# speaks TLS and accepts only that certificate.
 # Kubernetes ignores this and uses its own probes.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["/usr/local/bin/queen-healthcheck"]

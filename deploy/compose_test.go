@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -21,6 +22,36 @@ const composeFile = "../docker-compose.yml"
 type compose struct {
 	Services map[string]composeService `json:"services"`
 	Volumes  map[string]any            `json:"volumes"`
+	Secrets  map[string]struct {
+		File string `json:"file"`
+	} `json:"secrets"`
+}
+
+// serviceSecret is one entry of a service's secrets: the short form (the
+// secret's name) or the long one (source, target).
+type serviceSecret struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+}
+
+func (s *serviceSecret) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &s.Source)
+	}
+	type long serviceSecret
+	return json.Unmarshal(b, (*long)(s))
+}
+
+// Path is where Compose mounts the secret in the container.
+func (s serviceSecret) Path() string {
+	t := s.Target
+	if t == "" {
+		t = s.Source
+	}
+	if strings.HasPrefix(t, "/") {
+		return t
+	}
+	return "/run/secrets/" + t
 }
 
 type composeService struct {
@@ -31,6 +62,7 @@ type composeService struct {
 	Environment     map[string]string `json:"environment"`
 	Ports           []string          `json:"ports"`
 	Volumes         []string          `json:"volumes"`
+	Secrets         []serviceSecret   `json:"secrets"`
 	Restart         string            `json:"restart"`
 	StopGracePeriod string            `json:"stop_grace_period"`
 	Healthcheck     *struct {
@@ -64,8 +96,16 @@ func (s composeService) setting(name string) (string, bool) {
 			}
 		}
 	}
-	v, ok := s.Environment["QUEEN_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))]
-	return v, ok
+	env := strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	if v, ok := s.Environment["QUEEN_"+env]; ok {
+		return v, ok
+	}
+	// The JWT flags are also JWT_* (spec §4.17), read after QUEEN_JWT_*.
+	if strings.HasPrefix(name, "jwt-") {
+		v, ok := s.Environment[env]
+		return v, ok
+	}
+	return "", false
 }
 
 func TestComposeCluster(t *testing.T) {

@@ -2,21 +2,31 @@
 // image is distroless (no shell, no curl, no wget), so Docker's health check
 // runs this small static binary instead: it sends GET /health to the node in
 // the same container and exits 0 on 200, 1 on anything else (503 while the
-// node has no leader, a refused connection, a timeout).
+// node has no leader, a refused connection, a timeout, a TLS failure).
 //
 // It is independent of the queen-node binary on purpose: it only speaks
-// HTTP/1.0 over a plain TCP connection, so it stays tiny and works whatever
-// the node's version. Kubernetes ignores the image's HEALTHCHECK and probes
-// /health itself (deploy/k8s).
+// HTTP/1.0 over a plain TCP or TLS connection, so it stays small and works
+// whatever the node's version. Kubernetes ignores the image's HEALTHCHECK and
+// probes /health itself (deploy/k8s).
 //
 // Usage: queen-healthcheck [host:port]
 //
 // The address defaults to $QUEEN_HTTP_ADDR, then 127.0.0.1:6632. An
 // unspecified host (0.0.0.0, ::, empty) becomes 127.0.0.1.
+//
+// When $QUEEN_TLS_CERT is set (the node serves HTTPS with that certificate
+// file), the check speaks TLS and accepts the server only if it presents
+// that certificate's public key: the file is the pin, so neither a CA nor a
+// host name is needed (the address is usually 127.0.0.1, which a public
+// certificate does not name). /health needs no token, JWT or not.
 package main
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -32,7 +42,15 @@ func main() {
 	if len(os.Args) > 1 {
 		addr = os.Args[1]
 	}
-	if err := check(target(addr, os.Getenv("QUEEN_HTTP_ADDR")), timeout); err != nil {
+	var tlsCfg *tls.Config
+	if certFile := os.Getenv("QUEEN_TLS_CERT"); certFile != "" {
+		var err error
+		if tlsCfg, err = pinned(certFile); err != nil {
+			fmt.Fprintln(os.Stderr, "unhealthy:", err)
+			os.Exit(1)
+		}
+	}
+	if err := check(target(addr, os.Getenv("QUEEN_HTTP_ADDR")), tlsCfg, timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "unhealthy:", err)
 		os.Exit(1)
 	}
@@ -59,8 +77,41 @@ func target(arg, env string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// check sends GET /health to addr and returns nil only for a 200.
-func check(addr string, timeout time.Duration) error {
+// pinned is a TLS client configuration that accepts only a server showing
+// the public key of the first certificate in certFile.
+func pinned(certFile string) (*tls.Config, error) {
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("QUEEN_TLS_CERT: %w", err)
+	}
+	var want *x509.Certificate
+	for want == nil {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return nil, fmt.Errorf("QUEEN_TLS_CERT %s: no PEM certificate", certFile)
+		}
+		if block.Type == "CERTIFICATE" {
+			if want, err = x509.ParseCertificate(block.Bytes); err != nil {
+				return nil, fmt.Errorf("QUEEN_TLS_CERT %s: %w", certFile, err)
+			}
+		}
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// The chain and the name are not checked; the pin below is.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].RawSubjectPublicKeyInfo, want.RawSubjectPublicKeyInfo) {
+				return fmt.Errorf("the server's certificate is not the one in %s", certFile)
+			}
+			return nil
+		},
+	}, nil
+}
+
+// check sends GET /health to addr, over TLS when tlsCfg is not nil, and
+// returns nil only for a 200.
+func check(addr string, tlsCfg *tls.Config, timeout time.Duration) error {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return err
@@ -68,6 +119,13 @@ func check(addr string, timeout time.Duration) error {
 	defer conn.Close()
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return err
+	}
+	if tlsCfg != nil {
+		tc := tls.Client(conn, tlsCfg)
+		if err := tc.Handshake(); err != nil {
+			return fmt.Errorf("TLS: %w", err)
+		}
+		conn = tc
 	}
 	host, _, _ := net.SplitHostPort(addr)
 	if _, err := fmt.Fprintf(conn, "GET /health HTTP/1.0\r\nHost: %s\r\nUser-Agent: queen-healthcheck\r\nConnection: close\r\n\r\n", host); err != nil {

@@ -2,16 +2,21 @@ package k8s
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -115,15 +120,38 @@ func decodeObject(doc []byte) (any, error) {
 // kustomization is the part of kustomize's Kustomization this directory uses;
 // decoding it strictly catches a misspelled "resources".
 type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Resources  []string `json:"resources"`
+	APIVersion      string            `json:"apiVersion"`
+	Kind            string            `json:"kind"`
+	Resources       []string          `json:"resources"`
+	SecretGenerator []secretGenerator `json:"secretGenerator"`
+}
+
+// secretGenerator is one Secret kustomize makes from files: each entry is
+// "key=path" or "path" (the key is then the file's base name).
+type secretGenerator struct {
+	Name  string   `json:"name"`
+	Type  string   `json:"type"`
+	Files []string `json:"files"`
+}
+
+// keys maps each key of the generated Secret to the file it is read from.
+func (g secretGenerator) keys() map[string]string {
+	out := map[string]string{}
+	for _, f := range g.Files {
+		key, path, ok := strings.Cut(f, "=")
+		if !ok {
+			key, path = filepath.Base(f), f
+		}
+		out[key] = path
+	}
+	return out
 }
 
 type manifests struct {
 	sts      *appsv1.StatefulSet
 	services map[string]*corev1.Service
 	pdb      *policyv1.PodDisruptionBudget
+	secrets  map[string]secretGenerator // kustomization.yaml's secretGenerator, by name
 }
 
 // load decodes every resource kustomization.yaml lists.
@@ -152,7 +180,33 @@ func load(t *testing.T) *manifests {
 		t.Fatalf("kustomization.yaml resources %v, directory has %v", listed, files)
 	}
 
-	m := &manifests{services: map[string]*corev1.Service{}}
+	m := &manifests{services: map[string]*corev1.Service{}, secrets: map[string]secretGenerator{}}
+	for _, g := range k.SecretGenerator {
+		if errs := validation.IsDNS1123Subdomain(g.Name); len(errs) > 0 {
+			t.Errorf("secretGenerator %q: %v", g.Name, errs)
+		}
+		if _, dup := m.secrets[g.Name]; dup {
+			t.Fatalf("secretGenerator %q twice", g.Name)
+		}
+		if len(g.Files) == 0 {
+			t.Errorf("secretGenerator %q: no files", g.Name)
+		}
+		for key, path := range g.keys() {
+			if errs := validation.IsConfigMapKey(key); len(errs) > 0 {
+				t.Errorf("secretGenerator %q: key %q: %v", g.Name, key, errs)
+			}
+			// kustomize refuses files outside the kustomization's directory.
+			if filepath.IsAbs(path) || !filepath.IsLocal(path) {
+				t.Errorf("secretGenerator %q: file %q is not below deploy/k8s (kustomize's load restrictor refuses it)", g.Name, path)
+			}
+		}
+		if g.Type == string(corev1.SecretTypeTLS) {
+			if ks := g.keys(); ks[corev1.TLSCertKey] == "" || ks[corev1.TLSPrivateKeyKey] == "" || len(ks) != 2 {
+				t.Errorf("secretGenerator %q: type %s wants exactly the keys tls.crt and tls.key, has %v", g.Name, g.Type, slices.Sorted(mapsKeys(ks)))
+			}
+		}
+		m.secrets[g.Name] = g
+	}
 	seen := map[string]string{}
 	for _, f := range k.Resources {
 		data, err := os.ReadFile(f)
@@ -660,5 +714,259 @@ func TestPodDisruptionBudget(t *testing.T) {
 	// With one pod out, a majority of the voters remains.
 	if r := int(*m.sts.Spec.Replicas); r-1 < r/2+1 {
 		t.Errorf("%d replicas lose quorum with one unavailable", r)
+	}
+}
+
+// The node's key files, by the variable that names each; all must be set.
+var secureFiles = []string{"QUEEN_TLS_CERT", "QUEEN_TLS_KEY", "QUEEN_PEER_TLS_CERT", "QUEEN_PEER_TLS_KEY", "QUEEN_PEER_TLS_CA", "QUEEN_GOSSIP_KEYRING"}
+
+// jwtVar is the value of a JWT setting: JWT_NAME (spec §4.17) or
+// QUEEN_JWT_NAME, which the node reads first; setting both is an error.
+func jwtVar(t *testing.T, e map[string]corev1.EnvVar, name string) (corev1.EnvVar, bool) {
+	t.Helper()
+	a, okA := e["JWT_"+name]
+	b, okB := e["QUEEN_JWT_"+name]
+	if okA && okB {
+		t.Errorf("both JWT_%s and QUEEN_JWT_%s are set", name, name)
+	}
+	if okB {
+		return b, true
+	}
+	return a, okA
+}
+
+// secretFile is the Secret and key a file path inside the container comes
+// from: the volume mounted at the path's directory (the longest mount path
+// that holds it), which must be a Secret volume.
+func secretFile(t *testing.T, pod *corev1.PodSpec, c *corev1.Container, path string) (secret, key string) {
+	t.Helper()
+	var best *corev1.VolumeMount
+	for i, vm := range c.VolumeMounts {
+		if strings.HasPrefix(path, strings.TrimSuffix(vm.MountPath, "/")+"/") && (best == nil || len(vm.MountPath) > len(best.MountPath)) {
+			best = &c.VolumeMounts[i]
+		}
+	}
+	if best == nil {
+		t.Errorf("%s is on no volume mount", path)
+		return "", ""
+	}
+	if !best.ReadOnly {
+		t.Errorf("volume %s (holding %s) is mounted read-write", best.Name, path)
+	}
+	if best.SubPath != "" {
+		t.Errorf("volume %s: subPath %q: a subPath mount never sees an updated Secret", best.Name, best.SubPath)
+	}
+	rel := strings.TrimPrefix(path, strings.TrimSuffix(best.MountPath, "/")+"/")
+	for _, v := range pod.Volumes {
+		if v.Name != best.Name {
+			continue
+		}
+		if v.Secret == nil {
+			t.Errorf("%s is on volume %s, which is not a Secret", path, v.Name)
+			return "", ""
+		}
+		key = rel
+		if len(v.Secret.Items) > 0 {
+			key = ""
+			for _, it := range v.Secret.Items {
+				if it.Path == rel {
+					key = it.Key
+				}
+			}
+		}
+		return v.Secret.SecretName, key
+	}
+	t.Errorf("volume %s (holding %s) is not a pod volume", best.Name, path)
+	return "", ""
+}
+
+// TestStatefulSetSecure: every pod runs with TLS, peer TLS, the gossip
+// keyring, JWT and --require-secure, each key read from a file of a Secret
+// that kustomization.yaml generates with that key; the readiness probe speaks
+// HTTPS.
+func TestStatefulSetSecure(t *testing.T) {
+	m := load(t)
+	pod := &m.sts.Spec.Template.Spec
+	c := m.container(t)
+	e := env(t, c)
+
+	if v, err := strconv.ParseBool(e["QUEEN_REQUIRE_SECURE"].Value); err != nil || !v {
+		t.Errorf("QUEEN_REQUIRE_SECURE %q, want true", e["QUEEN_REQUIRE_SECURE"].Value)
+	}
+	if v, _ := jwtVar(t, e, "ENABLED"); v.Value != "true" {
+		t.Errorf("JWT_ENABLED %q, want true", v.Value)
+	}
+	if v, _ := jwtVar(t, e, "SECRET"); v.Value != "" {
+		t.Error("JWT_SECRET holds the secret in the manifest: use JWT_PUBLIC_KEY, or valueFrom a Secret")
+	}
+	files := slices.Clone(secureFiles)
+	keyVars := 0
+	for _, name := range []string{"PUBLIC_KEY", "JWKS_FILE"} {
+		if v, ok := jwtVar(t, e, name); ok {
+			keyVars++
+			if strings.HasPrefix(v.Value, "/") {
+				files = append(files, v.Name)
+			} else if !strings.Contains(v.Value, "-----BEGIN") {
+				t.Errorf("%s %q: want a file path or PEM text", v.Name, v.Value)
+			}
+		}
+	}
+	if v, ok := jwtVar(t, e, "SECRET"); ok && v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
+		keyVars++
+	}
+	if v, ok := jwtVar(t, e, "JWKS_URL"); ok && v.Value != "" {
+		keyVars++
+	}
+	if keyVars == 0 {
+		t.Error("JWT has no key: set JWT_PUBLIC_KEY, JWT_JWKS_FILE, JWT_JWKS_URL or JWT_SECRET from a Secret")
+	}
+	if v, ok := jwtVar(t, e, "ALGORITHM"); ok {
+		if !slices.Contains([]string{"HS256", "RS256", "EdDSA", "auto"}, v.Value) {
+			t.Errorf("JWT_ALGORITHM %q", v.Value)
+		}
+	}
+
+	podVar := ""
+	for name, v := range e {
+		if fieldRef(v) == "metadata.name" {
+			podVar = name
+		}
+	}
+	mounted := map[string]bool{}
+	for i := range int(*m.sts.Spec.Replicas) {
+		podName := fmt.Sprintf("%s-%d", m.sts.Name, i)
+		peer := map[string]string{}
+		for _, name := range files {
+			v, ok := e[name]
+			if !ok || v.Value == "" {
+				t.Errorf("%s is not set", name)
+				continue
+			}
+			path := strings.ReplaceAll(v.Value, "$("+podVar+")", podName)
+			if !strings.HasPrefix(path, "/") || strings.Contains(path, "$(") {
+				t.Errorf("%s %q: want an absolute path in a Secret volume", name, v.Value)
+				continue
+			}
+			secret, key := secretFile(t, pod, c, path)
+			if secret == "" {
+				continue
+			}
+			mounted[secret] = true
+			g, ok := m.secrets[secret]
+			if !ok {
+				t.Errorf("%s (%s): Secret %q is not generated by kustomization.yaml (have %v)", name, path, secret, slices.Sorted(mapsKeys(secretNames(m))))
+				continue
+			}
+			if _, ok := g.keys()[key]; !ok {
+				t.Errorf("pod %s: %s = %s: Secret %s has no key %q (has %v)", podName, name, path, secret, key, slices.Sorted(mapsKeys(g.keys())))
+			}
+			peer[name] = secret + "/" + key
+		}
+		// The pods' peer pairs are their own.
+		for name, want := range map[string]string{"QUEEN_PEER_TLS_CERT": podName + ".crt", "QUEEN_PEER_TLS_KEY": podName + ".key"} {
+			if !strings.HasSuffix(peer[name], "/"+want) {
+				t.Errorf("pod %s: %s is %s, want its own %s", podName, name, peer[name], want)
+			}
+		}
+	}
+	for name := range m.secrets {
+		if !mounted[name] {
+			t.Errorf("secretGenerator %q: no file of it is used", name)
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			if v.Secret.Optional != nil && *v.Secret.Optional {
+				t.Errorf("volume %s: an optional Secret would start the node without its keys", v.Name)
+			}
+			if mode := v.Secret.DefaultMode; mode != nil && *mode&0o004 != 0 {
+				t.Errorf("volume %s: defaultMode %#o is world-readable", v.Name, *mode)
+			}
+		}
+	}
+
+	if rp := c.ReadinessProbe; rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Error("readinessProbe: want httpGet with scheme: HTTPS (the HTTP API serves TLS)")
+	}
+	if lp := c.LivenessProbe; lp != nil && lp.HTTPGet != nil && lp.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+		t.Error("livenessProbe: httpGet without scheme: HTTPS against a TLS port")
+	}
+}
+
+func secretNames(m *manifests) map[string]string {
+	out := map[string]string{}
+	for k := range m.secrets {
+		out[k] = k
+	}
+	return out
+}
+
+// TestSecretsFromScript runs deploy/gen-secrets.sh --k8s into a temporary
+// directory and checks that it makes every file kustomization.yaml's
+// secretGenerator reads, at the same place under secrets/, and that they fit:
+// the certificate names the Services and pods of the namespace, the peer
+// certificates of every pod and the API certificate chain to ca.crt, and
+// each key matches its certificate.
+func TestSecretsFromScript(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl is not installed, so deploy/gen-secrets.sh was NOT run (Debian: apt-get install openssl)")
+	}
+	m := load(t)
+	dir := t.TempDir()
+	const ns = "queen-test"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "../gen-secrets.sh", "--k8s", ns, "-o", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gen-secrets.sh --k8s: %v\n%s", err, out)
+	}
+	file := func(path string) string {
+		rel, ok := strings.CutPrefix(path, "secrets/")
+		if !ok {
+			t.Fatalf("secretGenerator file %q: want it under secrets/, where gen-secrets.sh --k8s writes", path)
+		}
+		return filepath.Join(dir, rel)
+	}
+	for name, g := range m.secrets {
+		for key, path := range g.keys() {
+			if _, err := os.Stat(file(path)); err != nil {
+				t.Errorf("Secret %s key %s: gen-secrets.sh made no %s: %v", name, key, path, err)
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	roots := x509.NewCertPool()
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil || !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("ca.crt: %v", err)
+	}
+	pair := func(certPath, keyPath string) *x509.Certificate {
+		t.Helper()
+		kp, err := tls.LoadX509KeyPair(certPath, keyPath)
+		if err != nil {
+			t.Fatalf("%s + %s: %v", certPath, keyPath, err)
+		}
+		return kp.Leaf
+	}
+	tlsKeys := m.secrets["queen-tls"].keys()
+	api := pair(file(tlsKeys["tls.crt"]), file(tlsKeys["tls.key"]))
+	for _, name := range []string{"localhost", "127.0.0.1", "queen", "queen." + ns + ".svc", "queen." + ns + ".svc.cluster.local",
+		"queen-1.queen-headless." + ns + ".svc.cluster.local"} {
+		if _, err := api.Verify(x509.VerifyOptions{DNSName: name, Roots: roots}); err != nil {
+			t.Errorf("tls.crt for %s: %v", name, err)
+		}
+	}
+	peerKeys := m.secrets["queen-peer-tls"].keys()
+	for i := range int(*m.sts.Spec.Replicas) {
+		pod := fmt.Sprintf("%s-%d", m.sts.Name, i)
+		cert := pair(file(peerKeys[pod+".crt"]), file(peerKeys[pod+".key"]))
+		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth} {
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+				t.Errorf("peer certificate of %s (usage %v): %v", pod, usage, err)
+			}
+		}
 	}
 }
