@@ -130,6 +130,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *command.Command) (proto.Mess
 	if timeout <= 0 {
 		return nil, ErrTimeout
 	}
+	if err := n.seal(cmd); err != nil {
+		return nil, err
+	}
 	cmd.StampUs = n.clock.next(n.fsm.LastNow())
 	data, err := command.Encode(cmd)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/diskspace"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/idempotency"
@@ -73,6 +74,10 @@ type Config struct {
 	// BootID overrides the boot id the state file's session records (fault
 	// tests simulate a power loss with it).
 	BootID string
+	// Keys encrypt the payloads of queues with encryptionEnabled (spec
+	// §5.12, package atrest); nil = no key file: such queues keep
+	// plaintext.
+	Keys *atrest.Keyring
 }
 
 // Node is one queen-node: Raft plus the FSM plus the leader's loops.
@@ -152,7 +157,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
 	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
-		AwaitSpace: n.disk.AwaitApply})
+		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys})
 	if err != nil {
 		n.db.Close()
 		n.msgs.Close()
@@ -168,6 +173,10 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := n.catchUpFromSnapshot(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	if err := checkKeys(cfg.Keys, n.fsm.SealingKeys()); err != nil {
 		n.closeStores()
 		return nil, err
 	}

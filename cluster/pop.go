@@ -121,7 +121,10 @@ func (n *Node) hydrate(pr *command.PopResult) (*command.PopResult, error) {
 				pr.Messages[j].Seq == pr.Messages[j-1].Seq+1 {
 				j++
 			}
-			recs := r.Messages(m.PartitionId, m.Seq, pr.Messages[j-1].Seq)
+			recs, err := r.Messages(m.PartitionId, m.Seq, pr.Messages[j-1].Seq)
+			if err != nil {
+				return err
+			}
 			for k := i; k < j; k++ {
 				if k-i < len(recs) {
 					pr.Records[k] = recs[k-i]

@@ -1022,8 +1022,12 @@ type MetaRecord struct {
 	TimersFireDisabled     bool `protobuf:"varint,7,opt,name=timers_fire_disabled,json=timersFireDisabled,proto3" json:"timers_fire_disabled,omitempty"`
 	// Pushes held by push maintenance (spec §4.14), waiting in the push
 	// buffer; while any wait, new pushes queue behind them.
-	Buffered      uint64 `protobuf:"varint,9,opt,name=buffered,proto3" json:"buffered,omitempty"`
-	AuditRecords  uint64 `protobuf:"varint,10,opt,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"` // records in the audit trail (package audit)
+	Buffered     uint64 `protobuf:"varint,9,opt,name=buffered,proto3" json:"buffered,omitempty"`
+	AuditRecords uint64 `protobuf:"varint,10,opt,name=audit_records,json=auditRecords,proto3" json:"audit_records,omitempty"` // records in the audit trail (package audit)
+	// Names of the encryption keys that sealed a payload of an applied entry
+	// (package atrest), in the order first met: a node whose key file lacks
+	// one of them refuses to start rather than serve ciphertext.
+	SealingKeys   []string `protobuf:"bytes,11,rep,name=sealing_keys,json=sealingKeys,proto3" json:"sealing_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1130,13 @@ func (x *MetaRecord) GetAuditRecords() uint64 {
 		return x.AuditRecords
 	}
 	return 0
+}
+
+func (x *MetaRecord) GetSealingKeys() []string {
+	if x != nil {
+		return x.SealingKeys
+	}
+	return nil
 }
 
 // StoredOutcome is what an Idempotency-Key maps to: the request's hash and
@@ -1622,7 +1633,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
-	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\x96\x03\n" +
+	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xb9\x03\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -1636,7 +1647,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\x14timers_fire_disabled\x18\a \x01(\bR\x12timersFireDisabled\x12\x1a\n" +
 	"\bbuffered\x18\t \x01(\x04R\bbuffered\x12#\n" +
 	"\raudit_records\x18\n" +
-	" \x01(\x04R\fauditRecords\"\x88\x01\n" +
+	" \x01(\x04R\fauditRecords\x12!\n" +
+	"\fsealing_keys\x18\v \x03(\tR\vsealingKeys\"\x88\x01\n" +
 	"\rStoredOutcome\x12!\n" +
 	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x1d\n" +
 	"\n" +

@@ -37,6 +37,10 @@ const (
 	Reason_KV_PRECONDITION Reason = 3 // a required KV gate did not hold
 	Reason_KV_DISABLED     Reason = 4 // the operator switched KV off
 	Reason_TIMERS_DISABLED Reason = 5 // the operator switched timer scheduling off
+	// The request conflicts with the state: a timer marked encrypted by its
+	// client for a queue that encrypts at rest, whose flag the broker owns
+	// (addendum §1.2; the standalone route answers timers_encrypted_conflict).
+	Reason_BAD_REQUEST Reason = 6
 )
 
 // Enum value maps for Reason.
@@ -48,6 +52,7 @@ var (
 		3: "KV_PRECONDITION",
 		4: "KV_DISABLED",
 		5: "TIMERS_DISABLED",
+		6: "BAD_REQUEST",
 	}
 	Reason_value = map[string]int32{
 		"NONE":            0,
@@ -56,6 +61,7 @@ var (
 		"KV_PRECONDITION": 3,
 		"KV_DISABLED":     4,
 		"TIMERS_DISABLED": 5,
+		"BAD_REQUEST":     6,
 	}
 )
 
@@ -880,7 +886,8 @@ func (x *TimerResult) GetOpIndex() uint32 {
 type TimerBatchResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*TimerResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	Reason        Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=queen.command.v1.Reason" json:"reason,omitempty"` // TIMERS_DISABLED: nothing was applied
+	Reason        Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=queen.command.v1.Reason" json:"reason,omitempty"` // TIMERS_DISABLED, BAD_REQUEST: nothing was applied
+	FailedIndex   int32                  `protobuf:"varint,3,opt,name=failed_index,json=failedIndex,proto3" json:"failed_index,omitempty"` // BAD_REQUEST: the op that was refused
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,6 +934,13 @@ func (x *TimerBatchResult) GetReason() Reason {
 		return x.Reason
 	}
 	return Reason_NONE
+}
+
+func (x *TimerBatchResult) GetFailedIndex() int32 {
+	if x != nil {
+		return x.FailedIndex
+	}
+	return 0
 }
 
 type FireResult struct {
@@ -2734,10 +2748,11 @@ const file_command_results_proto_rawDesc = "" +
 	"\vRESCHEDULED\x10\x01\x12\r\n" +
 	"\tCANCELLED\x10\x02\x12\n" +
 	"\n" +
-	"\x06ABSENT\x10\x03\"}\n" +
+	"\x06ABSENT\x10\x03\"\xa0\x01\n" +
 	"\x10TimerBatchResult\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.queen.command.v1.TimerResultR\aresults\x120\n" +
-	"\x06reason\x18\x02 \x01(\x0e2\x18.queen.command.v1.ReasonR\x06reason\"\x87\x01\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x18.queen.command.v1.ReasonR\x06reason\x12!\n" +
+	"\ffailed_index\x18\x03 \x01(\x05R\vfailedIndex\"\x87\x01\n" +
 	"\n" +
 	"FireResult\x12\x14\n" +
 	"\x05fired\x18\x01 \x01(\rR\x05fired\x12\x1a\n" +
@@ -2899,14 +2914,15 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12cursor_moved_to_us\x18\x04 \x01(\x03R\x0fcursorMovedToUs\"G\n" +
 	"\vDrainResult\x12\x1a\n" +
 	"\bappended\x18\x01 \x01(\rR\bappended\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x04R\tremaining*n\n" +
+	"\tremaining\x18\x02 \x01(\x04R\tremaining*\x7f\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
 	"\tDUPLICATE\x10\x02\x12\x13\n" +
 	"\x0fKV_PRECONDITION\x10\x03\x12\x0f\n" +
 	"\vKV_DISABLED\x10\x04\x12\x13\n" +
-	"\x0fTIMERS_DISABLED\x10\x05B*Z(github.com/queen-node/queen-node/commandb\x06proto3"
+	"\x0fTIMERS_DISABLED\x10\x05\x12\x0f\n" +
+	"\vBAD_REQUEST\x10\x06B*Z(github.com/queen-node/queen-node/commandb\x06proto3"
 
 var (
 	file_command_results_proto_rawDescOnce sync.Once

@@ -38,7 +38,7 @@ func TestRetryLimitDecidesDeliveriesBeforeTheDLQ(t *testing.T) {
 			h.push(item("q", "", "a"), item("q", "", "b"))
 			eq(t, "deliveries", failUntilGone(h, "q", 20) >= int(limit)+1, true)
 			h.read(func(rd *Reader) {
-				dl, total := rd.DeadLetters(DLQFilter{Queue: "q", Limit: 10})
+				dl, total, _ := rd.DeadLetters(DLQFilter{Queue: "q", Limit: 10})
 				eq(t, "dead letters", total, 2)
 				eq(t, "error", dl[0].Error, "boom")
 				eq(t, "group", dl[0].ConsumerGroup, command.QueueModeGroup)
@@ -69,7 +69,7 @@ func TestFailTwiceThenSucceed(t *testing.T) {
 	res := h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))
 	eq(t, "success", res[0].Success && !res[0].Dlq, true)
 	h.read(func(rd *Reader) {
-		_, total := rd.DeadLetters(DLQFilter{Queue: "q", Limit: 10})
+		_, total, _ := rd.DeadLetters(DLQFilter{Queue: "q", Limit: 10})
 		eq(t, "no dead letters", total, 0)
 	})
 }
@@ -176,7 +176,7 @@ func TestDLQStatusGoesStraightToTheDLQAndRetryKeepsTheCounter(t *testing.T) {
 	eqList(t, "again at once", h.txns(r), []string{"b"})
 	eq(t, "counter untouched", r.Messages[0].RetryCount, uint32(0))
 	h.read(func(rd *Reader) {
-		dl, total := rd.DeadLetters(DLQFilter{Limit: 10})
+		dl, total, _ := rd.DeadLetters(DLQFilter{Limit: 10})
 		eq(t, "total", total, 1)
 		eq(t, "default error", dl[0].Error, "Retries exhausted")
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
@@ -52,6 +53,9 @@ type Options struct {
 	// apply where it is instead of failing a commit halfway. false means
 	// the node stops with the disk still full: the FSM halts (see halted).
 	AwaitSpace func() bool
+	// Keys open the payloads that read views hand out (package atrest);
+	// nil = a node without a key file, which opens only plaintext.
+	Keys *atrest.Keyring
 }
 
 // FSM is the replicated state machine: raft.FSM and raft.BatchingFSM over a
@@ -77,6 +81,9 @@ type FSM struct {
 	halted atomic.Bool
 
 	restoreMu sync.Mutex
+	// keyless: the one warning of a node without a key file that holds a
+	// queue with encryptionEnabled
+	keyless sync.Once
 }
 
 // New opens the FSM over db and msgs, which already hold whatever was
@@ -93,6 +100,14 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 	}
 	err := db.View(func(r store.Reader) error {
 		qr := f.queue.Reader(r)
+		if opts.Keys == nil {
+			for _, q := range qr.Queues() {
+				if q.GetOptions().GetEncryptionEnabled() {
+					f.warnKeyless(q.Name)
+					break
+				}
+			}
+		}
 		err := msgs.RemoveOrphans(func(name string) bool {
 			pid, ok := msgstore.PartitionID(name)
 			return ok && qr.Live(pid)
@@ -147,6 +162,18 @@ func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 // BytesSinceSnapshot is the size of the entries applied since the last
 // snapshot was taken.
 func (f *FSM) BytesSinceSnapshot() int64 { return f.sinceSnapshot.Load() }
+
+// warnKeyless says once that this node, having no key file, keeps the
+// payloads of queues with encryptionEnabled in plaintext (spec §5.12).
+func (f *FSM) warnKeyless(queue string) {
+	f.keyless.Do(func() {
+		f.log.Warn("a queue has encryptionEnabled, but this node has no --encryption-keys: its payloads are stored in plaintext", "queue", queue)
+	})
+}
+
+// SealingKeys names the encryption keys the applied state's payloads were
+// sealed with (for the start-up check; the apply goroutine's view).
+func (f *FSM) SealingKeys() []string { return append([]string(nil), f.meta.SealingKeys...) }
 
 // LastNow is the effective time (µs) of the last applied command.
 func (f *FSM) LastNow() int64 { return f.lastNow.Load() }
@@ -258,6 +285,15 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 	} else {
 		c.q.Keep()
 		audit.Record(c.tx, index, now, cmd, &meta.AuditRecords)
+		if f.opts.Keys == nil && cmd.GetConfigure().GetOptions().GetEncryptionEnabled() {
+			f.warnKeyless(cmd.GetConfigure().Queue)
+		}
+		for _, name := range atrest.NoteKeys(cmd, &meta.SealingKeys) {
+			if !f.opts.Keys.Has(name) {
+				f.log.Error("an entry holds payloads encrypted with a key this node's key file lacks: it cannot serve them",
+					"key", name, "index", index)
+			}
+		}
 		if err := c.tx.Commit(); err != nil {
 			// A failed commit cannot be undone inside the batch, so it is
 			// fatal, never a value: the batch panics and the node restarts

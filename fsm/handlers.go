@@ -116,6 +116,9 @@ func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if c.meta.TimersScheduleDisabled && timers.Schedules(ops) {
 		return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}, false
 	}
+	if at := timers.Conflict(ops, c.q.Encrypts); at >= 0 {
+		return &command.TimerBatchResult{Reason: command.Reason_BAD_REQUEST, FailedIndex: int32(at)}, false
+	}
 	t := c.timers()
 	res := &command.TimerBatchResult{}
 	for i, op := range ops {

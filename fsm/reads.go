@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
@@ -21,6 +23,7 @@ type Reader struct {
 	*queue.Reader
 	timers *timers.Reader
 	r      store.Reader
+	keys   *atrest.Keyring
 }
 
 // The queue domain's read types, as the front ends name them.
@@ -31,8 +34,47 @@ type (
 )
 
 func (f *FSM) reader(r store.Reader) *Reader {
-	return &Reader{Reader: f.queue.Reader(r), timers: timers.NewReader(r), r: r}
+	return &Reader{Reader: f.queue.Reader(r), timers: timers.NewReader(r), r: r, keys: f.opts.Keys}
 }
+
+// Messages returns the stored messages from..to (inclusive) of a
+// partition, in order, their payloads decrypted (spec §5.12: a consumer
+// reads plaintext). It stops at the first it cannot find; a payload it
+// cannot decrypt (a key this node lacks) is an error, never ciphertext
+// handed out.
+func (rd *Reader) Messages(pid []byte, from, to uint64) ([]*command.MessageRecord, error) {
+	recs := rd.Reader.Messages(pid, from, to)
+	for _, m := range recs {
+		if err := rd.open(&m.Payload); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+// DeadLetters lists dead letters as queue.Reader does, their payloads
+// decrypted.
+func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int, error) {
+	recs, total := rd.Reader.DeadLetters(f)
+	for _, d := range recs {
+		if err := rd.open(&d.Payload); err != nil {
+			return nil, 0, err
+		}
+	}
+	return recs, total, nil
+}
+
+func (rd *Reader) open(payload *[]byte) error {
+	plain, err := rd.keys.Open(*payload)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	*payload = plain
+	return nil
+}
+
+// ErrUnreadable: a stored payload this node cannot decrypt.
+var ErrUnreadable = errors.New("fsm: a stored payload cannot be read on this node")
 
 // Meta returns the FSM's bookkeeping record.
 func (rd *Reader) Meta() *command.MetaRecord {

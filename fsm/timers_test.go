@@ -123,7 +123,7 @@ func TestRefusedFireBacksOffThenDeadLetters(t *testing.T) {
 	}
 	h.read(func(rd *Reader) {
 		eq(t, "timer gone", rd.Timer("full", "k") == nil, true)
-		dl, total := rd.DeadLetters(DLQFilter{Queue: "full", Limit: 10})
+		dl, total, _ := rd.DeadLetters(DLQFilter{Queue: "full", Limit: 10})
 		eq(t, "dead letter", total, 1)
 		eq(t, "group", dl[0].ConsumerGroup, command.TimerDLQGroup)
 		eq(t, "payload", string(dl[0].Payload), `{"timer":"k"}`)

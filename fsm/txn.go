@@ -27,6 +27,9 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if c.meta.TimersScheduleDisabled && timers.Schedules(in.Timers) {
 		return refuse(command.Reason_TIMERS_DISABLED, "timer scheduling is disabled by the operator")
 	}
+	if at := timers.Conflict(in.Timers, c.q.Encrypts); at >= 0 {
+		return refuse(command.Reason_BAD_REQUEST, "timer "+strconv.Itoa(at)+" ("+in.Timers[at].Queue+"): encrypted is set, but the queue encrypts at rest and owns that flag")
+	}
 
 	// 1. Acks, judged together against the state before the transaction.
 	var ackItems []*command.AckItem

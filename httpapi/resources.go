@@ -156,9 +156,9 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 	}
 	var recs []*command.DLQRecord
 	var total int
-	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		recs, total = rd.DeadLetters(f)
-		return nil
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) (err error) {
+		recs, total, err = rd.DeadLetters(f)
+		return err
 	})
 	if err != nil {
 		writeError(w, err)

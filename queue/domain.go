@@ -158,6 +158,13 @@ func (t *Tx) queue(name string) *queueState {
 	return qs
 }
 
+// Encrypts reports whether the queue exists and encrypts its payloads at
+// rest (spec §5.12).
+func (t *Tx) Encrypts(name string) bool {
+	qs := t.queue(name)
+	return qs != nil && qs.rec.GetOptions().GetEncryptionEnabled()
+}
+
 // ensureQueue returns the queue, creating it with the defaults of an
 // implicit queue (spec §2): namespace before the first '.', task after it.
 func (t *Tx) ensureQueue(name string) *queueState {

@@ -1,6 +1,10 @@
 package request
 
-import "github.com/queen-node/queen-node/command"
+import (
+	"fmt"
+
+	"github.com/queen-node/queen-node/command"
+)
 
 // Verdicts the API answers as errors. Most refusals of a command are values
 // in its result (a transaction's success:false with a reason, a KV write's
@@ -40,8 +44,12 @@ func KVVerdict(res *command.KVBatchResult) *Error {
 
 // TimersVerdict is the error a timer call's result is answered with, or nil.
 func TimersVerdict(res *command.TimerBatchResult) *Error {
-	if res.Reason == command.Reason_TIMERS_DISABLED {
+	switch res.Reason {
+	case command.Reason_TIMERS_DISABLED:
 		return &Error{Kind: Unavailable, Msg: errTimersOff, Code: "timers_disabled", RetryAfter: 5}
+	case command.Reason_BAD_REQUEST:
+		return &Error{Kind: Invalid, Msg: "timers_encrypted_conflict", Reason: "timers_encrypted_conflict",
+			Detail: fmt.Sprintf("operations[%d]: encrypted is set, but the queue encrypts at rest and owns that flag", res.FailedIndex)}
 	}
 	return nil
 }

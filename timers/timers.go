@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 
+	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/store"
 )
@@ -103,6 +104,20 @@ func Schedules(ops []*command.TimerOp) bool {
 		}
 	}
 	return false
+}
+
+// Conflict is the index of the first schedule among ops that its client
+// marked encrypted for a queue that encrypts at rest (encrypts), or -1:
+// the broker owns that flag there (addendum §1.2), and the call is refused
+// whole. A payload the leader sealed is marked encrypted too, and is no
+// conflict.
+func Conflict(ops []*command.TimerOp, encrypts func(queue string) bool) int {
+	for i, op := range ops {
+		if op.Kind != command.TimerOp_CANCEL && op.Encrypted && !atrest.Sealed(op.Payload) && encrypts(op.Queue) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Op applies one schedule, reschedule or cancel (the i-th of its call).

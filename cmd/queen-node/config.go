@@ -43,6 +43,7 @@ type config struct {
 	JWT                     auth.Config
 	TLSCert, TLSKey         string
 	GossipKeyring           string
+	EncryptionKeys          string
 	PeerTLSCert, PeerTLSKey string
 	PeerTLSCA               string
 	RequireSecure           bool
@@ -90,6 +91,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.StringVar(&c.PeerTLSCert, "peer-tls-cert", "", "this node's certificate (PEM) for mutual TLS with the other nodes on Raft and forwarding (and TLS on the gRPC port)")
 	fs.StringVar(&c.PeerTLSKey, "peer-tls-key", "", "private key (PEM) of --peer-tls-cert")
 	fs.StringVar(&c.PeerTLSCA, "peer-tls-ca", "", "the cluster CA (PEM): every node's peer certificate must be signed by it")
+	fs.StringVar(&c.EncryptionKeys, "encryption-keys", "", "file of named 256-bit keys (a name and a base64 key per line, oldest first): queues with encryptionEnabled are encrypted at rest with the newest (AES-256-GCM); reread on SIGHUP")
 	fs.StringVar(&c.GossipKeyring, "gossip-keyring", "", "file of base64 gossip keys (16, 24 or 32 bytes), one per line; the first encrypts, all decrypt; reread on SIGHUP")
 	fs.BoolVar(&c.RequireSecure, "require-secure", false, "refuse to start when a listener is beyond loopback without JWT or without TLS")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/grpcapi"
@@ -76,6 +77,12 @@ func run(args []string) error {
 		log.Error("INSECURE: this node is reachable beyond loopback with " + strings.Join(warnings, "; ") +
 			" (set JWT and --tls-cert/--tls-key; --require-secure refuses to start this way)")
 	}
+	var keys *atrest.Keyring // nil: queues with encryptionEnabled keep plaintext (spec §5.12)
+	if cfg.EncryptionKeys != "" {
+		if keys, err = atrest.Load(cfg.EncryptionKeys); err != nil {
+			return err
+		}
+	}
 	var gossipKeys [][]byte
 	if cfg.GossipKeyring != "" {
 		if gossipKeys, err = cluster.LoadGossipKeyring(cfg.GossipKeyring); err != nil {
@@ -128,7 +135,7 @@ func run(args []string) error {
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
 		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
-		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20, GossipKeys: gossipKeys, PeerTLS: peer,
+		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20, GossipKeys: gossipKeys, PeerTLS: peer, Keys: keys,
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval},
 	})
 	if err != nil {
@@ -185,7 +192,7 @@ wait:
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				reload(log, certs, peer, cfg.GossipKeyring, node)
+				reload(log, certs, peer, keys, cfg.GossipKeyring, node)
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())
@@ -217,9 +224,16 @@ func newLogger(level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// reload is SIGHUP: the TLS pair and the gossip keyring are reread; what
-// does not load keeps what was loaded before.
-func reload(log *slog.Logger, certs *tlsfiles.Pair, peer *tlsfiles.Peer, keyring string, node *cluster.Node) {
+// reload is SIGHUP: the TLS pairs, the encryption keys and the gossip
+// keyring are reread; what does not load keeps what was loaded before.
+func reload(log *slog.Logger, certs *tlsfiles.Pair, peer *tlsfiles.Peer, keys *atrest.Keyring, keyring string, node *cluster.Node) {
+	if keys != nil {
+		if err := keys.Reload(); err != nil {
+			log.Error("SIGHUP: the encryption keys do not load; keeping the keys loaded before", "err", err)
+		} else {
+			log.Info("SIGHUP: reloaded the encryption keys", "newest", keys.Newest())
+		}
+	}
 	if peer != nil {
 		if err := peer.Reload(); err != nil {
 			log.Error("SIGHUP: the peer certificate or the cluster CA does not load; keeping what was loaded before", "err", err)
