@@ -130,6 +130,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *command.Command) (proto.Mess
 	if timeout <= 0 {
 		return nil, ErrTimeout
 	}
+	if !fsm.Applies(cmd) { // a forwarded command of a newer node, or a malformed one
+		return nil, fmt.Errorf("%w: a command of a kind this node does not apply (%T)", ErrInternal, cmd.Body)
+	}
 	if err := n.seal(cmd); err != nil {
 		return nil, err
 	}

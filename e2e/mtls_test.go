@@ -2,16 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,47 +20,8 @@ import (
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
 	"github.com/queen-node/queen-node/nodeproc"
+	"github.com/queen-node/queen-node/tlsfiles/tlstest"
 )
-
-// testCA is a certificate authority for a test cluster.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes a node certificate signed by ca into dir as name.pem and
-// name.key.
-func (ca *testCA) issue(t *testing.T, dir, name string) (certFile, keyFile string) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-	return certFile, keyFile
-}
 
 // A three-node cluster with every link encrypted: HTTPS and TLS gRPC for
 // clients (a certificate of the cluster CA), mutual TLS on Raft and
@@ -81,19 +34,18 @@ func TestMutualTLSBetweenNodes(t *testing.T) {
 		t.Skip("cluster test; skipped with -short")
 	}
 	dir := t.TempDir()
-	ca, rogueCA := newCA(t, "queen cluster CA"), newCA(t, "somebody else")
-	caFile := filepath.Join(dir, "ca.pem")
-	os.WriteFile(caFile, ca.pem, 0o600)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	ca, rogueCA := tlstest.NewCA(t, "queen cluster CA"), tlstest.NewCA(t, "somebody else")
+	caFile := filepath.Join(dir, "ca.PEM")
+	os.WriteFile(caFile, ca.PEM, 0o600)
+	pool := ca.Pool()
 	keyring := keyFile(t, dir, "gossip.keys")
 	c := startCluster(t, nodeOpts{Node: func(i int, s *nodeproc.Spec) error {
 		signer := ca
 		if i == 4 {
 			signer = rogueCA
 		}
-		cert, key := signer.issue(t, dir, fmt.Sprint("n", i))
-		pub, pubKey := ca.issue(t, dir, fmt.Sprint("public-n", i))
+		cert, key := signer.Issue(t, dir, fmt.Sprint("n", i))
+		pub, pubKey := ca.Issue(t, dir, fmt.Sprint("public-n", i))
 		s.Flags = append(s.Flags, "--peer-tls-cert", cert, "--peer-tls-key", key, "--peer-tls-ca", caFile,
 			"--tls-cert", pub, "--tls-key", pubKey, "--gossip-keyring", keyring)
 		s.ClientTLS = &tls.Config{RootCAs: pool}
@@ -172,13 +124,12 @@ func TestTLSWithoutPeerTLSForwardsOverTLS(t *testing.T) {
 		t.Skip("cluster test; skipped with -short")
 	}
 	dir := t.TempDir()
-	ca := newCA(t, "queen public CA")
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	ca := tlstest.NewCA(t, "queen public CA")
+	pool := ca.Pool()
 	c := startCluster(t, nodeOpts{Node: func(i int, s *nodeproc.Spec) error {
-		cert, key := ca.issue(t, dir, fmt.Sprint("n", i))
+		cert, key := ca.Issue(t, dir, fmt.Sprint("n", i))
 		chain, _ := os.ReadFile(cert) // the leaf, then the CA: a full chain
-		os.WriteFile(cert, append(chain, ca.pem...), 0o600)
+		os.WriteFile(cert, append(chain, ca.PEM...), 0o600)
 		s.Flags = append(s.Flags, "--tls-cert", cert, "--tls-key", key)
 		s.ClientTLS = &tls.Config{RootCAs: pool}
 		return nil

@@ -64,6 +64,11 @@ func init() {
 	})
 }
 
+// Applies reports whether this FSM applies cmd (or may skip it): a command
+// with no body it knows would stop every replica that meets it, so it must
+// never enter the log.
+func Applies(cmd *command.Command) bool { return handlerFor(cmd) != nil || cmd.Skippable }
+
 func handlerFor(cmd *command.Command) *handler {
 	if cmd.Body == nil {
 		return nil

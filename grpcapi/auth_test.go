@@ -17,6 +17,7 @@ import (
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/grpcapi/grpctest"
 	pb "github.com/queen-node/queen-node/grpcapi/queenpb"
+	"github.com/queen-node/queen-node/tlsfiles"
 )
 
 const grpcSecret = "a-test-secret-of-enough-length-32b"
@@ -36,13 +37,24 @@ func grpcToken(t *testing.T, sub, role string, exp time.Duration) string {
 
 // startWithJWT starts a node with JWT on (HS256, grpcSecret) and dials it.
 func startWithJWT(t *testing.T) (*grpctest.Node, *grpc.ClientConn) {
+	return startWithJWTConfig(t, auth.Config{}, nil)
+}
+
+// startWithJWTConfig starts a node with JWT on (c, with HS256 and
+// grpcSecret) and, when peer is set, peer TLS on its gRPC port; the
+// connection it returns is plain gRPC (nil with peer TLS).
+func startWithJWTConfig(t *testing.T, c auth.Config, peer *tlsfiles.Peer) (*grpctest.Node, *grpc.ClientConn) {
 	t.Helper()
-	v, err := auth.New(auth.Config{Enabled: true, Secret: grpcSecret})
+	c.Enabled, c.Secret = true, grpcSecret
+	v, err := auth.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Close)
-	n := grpctest.Start(t, grpctest.Options{Auth: v})
+	n := grpctest.Start(t, grpctest.Options{Auth: v, PeerTLS: peer})
+	if peer != nil {
+		return n, nil
+	}
 	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

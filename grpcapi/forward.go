@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
@@ -48,6 +50,9 @@ func (s *ForwardServer) Apply(ctx context.Context, cmd *command.Command) (*comma
 
 // Pop runs a forwarded pop, long-poll included.
 func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*command.PopResult, error) {
+	if req.Pop == nil {
+		return nil, status.Error(codes.InvalidArgument, "a forwarded pop without its pop")
+	}
 	res, err := s.node.PopLocal(ctx, req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
 	if err != nil {
 		return nil, forwardStatus(err)

@@ -1,13 +1,18 @@
 package grpcapi
 
 import (
+	"context"
 	"crypto/tls"
+	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
 
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
@@ -76,7 +81,8 @@ func buildOptions(opts []Option) options {
 func NewServer(node Node, opts ...Option) *grpc.Server {
 	o := buildOptions(opts)
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20),
-		grpc.ChainUnaryInterceptor(peerOnly(o.peerVerified), unaryAuth(o.auth)), grpc.ChainStreamInterceptor(streamAuth(o.auth))}
+		grpc.ChainUnaryInterceptor(recoverUnary, peerOnly(o.peerVerified), unaryAuth(o.auth)),
+		grpc.ChainStreamInterceptor(recoverStream, streamAuth(o.auth))}
 	if o.tls != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(o.tls)))
 	}
@@ -86,4 +92,23 @@ func NewServer(node Node, opts ...Option) *grpc.Server {
 	healthpb.RegisterHealthServer(s, newHealth(node))
 	reflection.Register(s)
 	return s
+}
+
+// recoverUnary and recoverStream answer a handler's panic with INTERNAL
+// instead of letting it end the process: no request may crash a node.
+func recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer recovered(info.FullMethod, &err)
+	return handler(ctx, req)
+}
+
+func recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer recovered(info.FullMethod, &err)
+	return handler(srv, ss)
+}
+
+func recovered(method string, err *error) {
+	if r := recover(); r != nil {
+		slog.Error("grpc: a handler panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "internal error in %s", method)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/request"
+	"github.com/queen-node/queen-node/tlsfiles"
 )
 
 // Node is a started node and where to reach it.
@@ -43,6 +44,9 @@ type Options struct {
 	Logs io.Writer
 	// Auth puts both APIs behind JWTs; nil = off.
 	Auth *auth.Verifier
+	// PeerTLS serves the gRPC port over TLS, the forwarding service to
+	// callers with a peer certificate only; nil = plain gRPC.
+	PeerTLS *tlsfiles.Peer
 }
 
 // Start starts a single-node broker and waits until it leads. Everything is
@@ -77,7 +81,11 @@ func Start(t testing.TB, o Options) *Node {
 		t.Fatal(err)
 	}
 	rules := request.New(request.Options{DefaultSubscriptionMode: o.DefaultSubscriptionMode, KVReadRate: rate})
-	srv := grpcapi.NewServer(n, grpcapi.WithRules(rules), grpcapi.WithAuth(o.Auth))
+	opts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(o.Auth)}
+	if o.PeerTLS != nil {
+		opts = append(opts, grpcapi.WithPeerTLS(o.PeerTLS.SharedServerConfig(nil), o.PeerTLS.Verified))
+	}
+	srv := grpcapi.NewServer(n, opts...)
 	go srv.Serve(ln)
 	h := httptest.NewServer(httpapi.New(httpapi.Config{Backend: n, Logger: log, Rules: rules, Auth: o.Auth}))
 	t.Cleanup(func() {
