@@ -30,6 +30,7 @@ func newClient(base string, conns int, timeout time.Duration) *client {
 		MaxConnsPerHost:     conns,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
+		TLSClientConfig:     clientTLS,
 	}
 	return &client{base: base, hc: &http.Client{Transport: tr, Timeout: timeout}, tr: tr}
 }

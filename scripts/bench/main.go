@@ -108,6 +108,7 @@ type options struct {
 	vsNats   bool   // the comparison with NATS JetStream (vsnats.go)
 	before   string // with -vs-nats: a binary of the commit before, run too
 	keepData bool   // keep the started nodes' dir
+	secure   bool   // with -start: TLS on every link and JWT on (secure.go)
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 
@@ -222,6 +223,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.StringVar(&o.nodeArgs, "node-args", os.Getenv("QN_NODE_ARGS"), "with -start: extra flags for every node, space-separated (default: $QN_NODE_ARGS)")
 	fs.BoolVar(&o.vsNats, "vs-nats", false, "compare a three-node queen-node cluster with three-node NATS JetStream (default and sync_interval: always) in one sitting, as ratios")
 	fs.StringVar(&o.before, "before", "", "with -vs-nats: also measure this queen-node binary (a build of the commit before)")
+	fs.BoolVar(&o.secure, "secure", false, "with -start: run the nodes with every link encrypted (HTTPS, TLS gRPC, peer mTLS, gossip keyring) and JWT on, and send an admin token")
 	fs.BoolVar(&o.keepData, "keep-data", os.Getenv("KEEP_DATA") == "1", "with -start: keep the nodes' data and logs (default: $KEEP_DATA=1)")
 	sc := fs.String("scenario", "all", "all, or a comma-separated list of: "+scenarioNames())
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")
@@ -263,6 +265,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	}
 	if o.failoverRounds < 1 || o.failoverRate <= 0 || o.failoverTimeout <= 0 {
 		return nil, nil, errors.New("-failover-rounds must be >= 1, -failover-rate and -failover-timeout > 0")
+	}
+	if o.secure && o.start == 0 {
+		return nil, nil, errors.New("-secure needs -start (bench makes the certificates and the token)")
 	}
 	if o.start < 0 || (o.start > 0 && *urls != "") {
 		return nil, nil, errors.New("-start must be >= 0, and -start and -urls do not go together")

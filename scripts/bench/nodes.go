@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -46,9 +47,21 @@ func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer)
 		flags = append(flags, "--kv-read-rate", "0")
 		fmt.Fprintln(stderr, "bench: exactly-once or reads selected: starting the node(s) with --kv-read-rate 0 (unlimited KV reads outside transactions; the default is 200/s)")
 	}
+	var secure func(i int, s *nodeproc.Spec) error
+	if o.secure {
+		more, tlsConf, token, err := secureSetup(work)
+		if err != nil {
+			removeWork()
+			return nil, err
+		}
+		flags, clientTLS, bearer = append(flags, more...), tlsConf, token
+		http.DefaultTransport.(*http.Transport).TLSClientConfig = tlsConf // nodeproc.HealthURL's client (reads)
+		secure = func(_ int, s *nodeproc.Spec) error { s.ClientTLS, s.Token = tlsConf, token; return nil }
+		fmt.Fprintln(stderr, "bench: -secure: HTTPS, TLS gRPC, peer mTLS, an encrypted gossip and JWT on; requests carry an admin token")
+	}
 	flags = append(flags, strings.Fields(o.nodeArgs)...)
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
-	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf})
+	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf, Node: secure})
 	if err != nil {
 		removeWork()
 		return nil, err
