@@ -175,7 +175,7 @@ func (x TimerOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TimerOp_Kind.Descriptor instead.
 func (TimerOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{9, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type KVOp_Kind int32
@@ -242,7 +242,7 @@ func (x KVOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVOp_Kind.Descriptor instead.
 func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{17, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{18, 0}
 }
 
 type Command struct {
@@ -1203,6 +1203,7 @@ type Transaction struct {
 	Kv             []*KVOp                `protobuf:"bytes,3,rep,name=kv,proto3" json:"kv,omitempty"`
 	TransactionId  []byte                 `protobuf:"bytes,4,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"` // minted by the proposer, echoed in the result
 	Timers         []*TimerOp             `protobuf:"bytes,5,rep,name=timers,proto3" json:"timers,omitempty"`
+	Positions      []*PositionOp          `protobuf:"bytes,6,rep,name=positions,proto3" json:"positions,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1272,6 +1273,116 @@ func (x *Transaction) GetTimers() []*TimerOp {
 	return nil
 }
 
+func (x *Transaction) GetPositions() []*PositionOp {
+	if x != nil {
+		return x.Positions
+	}
+	return nil
+}
+
+// PositionOp sets (or forgets) where a consumer group reads one partition
+// (addendum §4.2), atomically with the rest of its transaction.
+type PositionOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`                                      // must exist: else queue_not_found
+	ConsumerGroup string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // __QUEUE_MODE__ for queue mode
+	Partition     string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`                              // "" = Default; created when missing
+	Forget        bool                   `protobuf:"varint,4,opt,name=forget,proto3" json:"forget,omitempty"`                                   // offset null: the cursor goes, the group starts as its subscription says
+	Offset        uint64                 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`                                   // the first offset (seq) the group reads next
+	Metadata      []byte                 `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`                                // kept with the cursor; at most 4096 bytes
+	// A group the queue does not know yet is registered with this start.
+	Subscription       Pop_Subscription `protobuf:"varint,7,opt,name=subscription,proto3,enum=queen.command.v1.Pop_Subscription" json:"subscription,omitempty"`
+	SubscriptionFromUs int64            `protobuf:"varint,8,opt,name=subscription_from_us,json=subscriptionFromUs,proto3" json:"subscription_from_us,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PositionOp) Reset() {
+	*x = PositionOp{}
+	mi := &file_command_commands_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PositionOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PositionOp) ProtoMessage() {}
+
+func (x *PositionOp) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PositionOp.ProtoReflect.Descriptor instead.
+func (*PositionOp) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PositionOp) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PositionOp) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *PositionOp) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *PositionOp) GetForget() bool {
+	if x != nil {
+		return x.Forget
+	}
+	return false
+}
+
+func (x *PositionOp) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *PositionOp) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PositionOp) GetSubscription() Pop_Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return Pop_DEFAULT_ALL
+}
+
+func (x *PositionOp) GetSubscriptionFromUs() int64 {
+	if x != nil {
+		return x.SubscriptionFromUs
+	}
+	return 0
+}
+
 // TimerOp schedules (or reschedules: the same) or cancels the timer
 // (queue, timer_key). The due time is the entry's time plus delay_us.
 type TimerOp struct {
@@ -1292,7 +1403,7 @@ type TimerOp struct {
 
 func (x *TimerOp) Reset() {
 	*x = TimerOp{}
-	mi := &file_command_commands_proto_msgTypes[9]
+	mi := &file_command_commands_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1415,7 @@ func (x *TimerOp) String() string {
 func (*TimerOp) ProtoMessage() {}
 
 func (x *TimerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[9]
+	mi := &file_command_commands_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1428,7 @@ func (x *TimerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
 func (*TimerOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{9}
+	return file_command_commands_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TimerOp) GetKind() TimerOp_Kind {
@@ -1400,7 +1511,7 @@ type TimerBatch struct {
 
 func (x *TimerBatch) Reset() {
 	*x = TimerBatch{}
-	mi := &file_command_commands_proto_msgTypes[10]
+	mi := &file_command_commands_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1523,7 @@ func (x *TimerBatch) String() string {
 func (*TimerBatch) ProtoMessage() {}
 
 func (x *TimerBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[10]
+	mi := &file_command_commands_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1536,7 @@ func (x *TimerBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerBatch.ProtoReflect.Descriptor instead.
 func (*TimerBatch) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{10}
+	return file_command_commands_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TimerBatch) GetOps() []*TimerOp {
@@ -1447,7 +1558,7 @@ type FireTimers struct {
 
 func (x *FireTimers) Reset() {
 	*x = FireTimers{}
-	mi := &file_command_commands_proto_msgTypes[11]
+	mi := &file_command_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1570,7 @@ func (x *FireTimers) String() string {
 func (*FireTimers) ProtoMessage() {}
 
 func (x *FireTimers) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[11]
+	mi := &file_command_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1583,7 @@ func (x *FireTimers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FireTimers.ProtoReflect.Descriptor instead.
 func (*FireTimers) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{11}
+	return file_command_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FireTimers) GetLimit() uint32 {
@@ -1499,7 +1610,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_command_commands_proto_msgTypes[12]
+	mi := &file_command_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1622,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[12]
+	mi := &file_command_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1635,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{12}
+	return file_command_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExtendLease) GetLeaseId() string {
@@ -1555,7 +1666,7 @@ type Configure struct {
 
 func (x *Configure) Reset() {
 	*x = Configure{}
-	mi := &file_command_commands_proto_msgTypes[13]
+	mi := &file_command_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1678,7 @@ func (x *Configure) String() string {
 func (*Configure) ProtoMessage() {}
 
 func (x *Configure) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[13]
+	mi := &file_command_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1691,7 @@ func (x *Configure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Configure.ProtoReflect.Descriptor instead.
 func (*Configure) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{13}
+	return file_command_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Configure) GetQueue() string {
@@ -1634,7 +1745,7 @@ type DeleteQueue struct {
 
 func (x *DeleteQueue) Reset() {
 	*x = DeleteQueue{}
-	mi := &file_command_commands_proto_msgTypes[14]
+	mi := &file_command_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1757,7 @@ func (x *DeleteQueue) String() string {
 func (*DeleteQueue) ProtoMessage() {}
 
 func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[14]
+	mi := &file_command_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1770,7 @@ func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueue.ProtoReflect.Descriptor instead.
 func (*DeleteQueue) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{14}
+	return file_command_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteQueue) GetQueue() string {
@@ -1682,7 +1793,7 @@ type Sweep struct {
 
 func (x *Sweep) Reset() {
 	*x = Sweep{}
-	mi := &file_command_commands_proto_msgTypes[15]
+	mi := &file_command_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1805,7 @@ func (x *Sweep) String() string {
 func (*Sweep) ProtoMessage() {}
 
 func (x *Sweep) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[15]
+	mi := &file_command_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1818,7 @@ func (x *Sweep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sweep.ProtoReflect.Descriptor instead.
 func (*Sweep) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{15}
+	return file_command_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Sweep) GetLimit() uint32 {
@@ -1734,7 +1845,7 @@ type Retain struct {
 
 func (x *Retain) Reset() {
 	*x = Retain{}
-	mi := &file_command_commands_proto_msgTypes[16]
+	mi := &file_command_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1857,7 @@ func (x *Retain) String() string {
 func (*Retain) ProtoMessage() {}
 
 func (x *Retain) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[16]
+	mi := &file_command_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1870,7 @@ func (x *Retain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retain.ProtoReflect.Descriptor instead.
 func (*Retain) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{16}
+	return file_command_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Retain) GetAfter() []byte {
@@ -1811,7 +1922,7 @@ type KVOp struct {
 
 func (x *KVOp) Reset() {
 	*x = KVOp{}
-	mi := &file_command_commands_proto_msgTypes[17]
+	mi := &file_command_commands_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1934,7 @@ func (x *KVOp) String() string {
 func (*KVOp) ProtoMessage() {}
 
 func (x *KVOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[17]
+	mi := &file_command_commands_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1947,7 @@ func (x *KVOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVOp.ProtoReflect.Descriptor instead.
 func (*KVOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{17}
+	return file_command_commands_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVOp) GetKind() KVOp_Kind {
@@ -1982,7 +2093,7 @@ type KVBatch struct {
 
 func (x *KVBatch) Reset() {
 	*x = KVBatch{}
-	mi := &file_command_commands_proto_msgTypes[18]
+	mi := &file_command_commands_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2105,7 @@ func (x *KVBatch) String() string {
 func (*KVBatch) ProtoMessage() {}
 
 func (x *KVBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[18]
+	mi := &file_command_commands_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2118,7 @@ func (x *KVBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatch.ProtoReflect.Descriptor instead.
 func (*KVBatch) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{18}
+	return file_command_commands_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KVBatch) GetOps() []*KVOp {
@@ -2039,7 +2150,7 @@ type SetSwitches struct {
 
 func (x *SetSwitches) Reset() {
 	*x = SetSwitches{}
-	mi := &file_command_commands_proto_msgTypes[19]
+	mi := &file_command_commands_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2162,7 @@ func (x *SetSwitches) String() string {
 func (*SetSwitches) ProtoMessage() {}
 
 func (x *SetSwitches) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[19]
+	mi := &file_command_commands_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2175,7 @@ func (x *SetSwitches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSwitches.ProtoReflect.Descriptor instead.
 func (*SetSwitches) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{19}
+	return file_command_commands_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetSwitches) GetPushMaintenance() bool {
@@ -2113,7 +2224,7 @@ type Idempotency struct {
 
 func (x *Idempotency) Reset() {
 	*x = Idempotency{}
-	mi := &file_command_commands_proto_msgTypes[20]
+	mi := &file_command_commands_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2236,7 @@ func (x *Idempotency) String() string {
 func (*Idempotency) ProtoMessage() {}
 
 func (x *Idempotency) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[20]
+	mi := &file_command_commands_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2249,7 @@ func (x *Idempotency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Idempotency.ProtoReflect.Descriptor instead.
 func (*Idempotency) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{20}
+	return file_command_commands_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Idempotency) GetKey() string {
@@ -2174,7 +2285,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_command_commands_proto_msgTypes[21]
+	mi := &file_command_commands_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2297,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[21]
+	mi := &file_command_commands_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2310,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{21}
+	return file_command_commands_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *IdempotencyRecord) GetRefusal() *Refusal {
@@ -2223,7 +2334,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_command_commands_proto_msgTypes[22]
+	mi := &file_command_commands_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2346,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[22]
+	mi := &file_command_commands_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2359,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{22}
+	return file_command_commands_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -2284,7 +2395,7 @@ type SetSubscription struct {
 
 func (x *SetSubscription) Reset() {
 	*x = SetSubscription{}
-	mi := &file_command_commands_proto_msgTypes[23]
+	mi := &file_command_commands_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2407,7 @@ func (x *SetSubscription) String() string {
 func (*SetSubscription) ProtoMessage() {}
 
 func (x *SetSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[23]
+	mi := &file_command_commands_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2420,7 @@ func (x *SetSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSubscription.ProtoReflect.Descriptor instead.
 func (*SetSubscription) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{23}
+	return file_command_commands_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetSubscription) GetGroup() string {
@@ -2345,7 +2456,7 @@ type Seek struct {
 
 func (x *Seek) Reset() {
 	*x = Seek{}
-	mi := &file_command_commands_proto_msgTypes[24]
+	mi := &file_command_commands_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2468,7 @@ func (x *Seek) String() string {
 func (*Seek) ProtoMessage() {}
 
 func (x *Seek) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[24]
+	mi := &file_command_commands_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2481,7 @@ func (x *Seek) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Seek.ProtoReflect.Descriptor instead.
 func (*Seek) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{24}
+	return file_command_commands_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Seek) GetGroup() string {
@@ -2426,7 +2537,7 @@ type DrainBuffer struct {
 
 func (x *DrainBuffer) Reset() {
 	*x = DrainBuffer{}
-	mi := &file_command_commands_proto_msgTypes[25]
+	mi := &file_command_commands_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2549,7 @@ func (x *DrainBuffer) String() string {
 func (*DrainBuffer) ProtoMessage() {}
 
 func (x *DrainBuffer) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[25]
+	mi := &file_command_commands_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2562,7 @@ func (x *DrainBuffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainBuffer.ProtoReflect.Descriptor instead.
 func (*DrainBuffer) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{25}
+	return file_command_commands_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DrainBuffer) GetLimit() uint32 {
@@ -2474,7 +2585,7 @@ type BufferedPush struct {
 
 func (x *BufferedPush) Reset() {
 	*x = BufferedPush{}
-	mi := &file_command_commands_proto_msgTypes[26]
+	mi := &file_command_commands_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2597,7 @@ func (x *BufferedPush) String() string {
 func (*BufferedPush) ProtoMessage() {}
 
 func (x *BufferedPush) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[26]
+	mi := &file_command_commands_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2610,7 @@ func (x *BufferedPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BufferedPush.ProtoReflect.Descriptor instead.
 func (*BufferedPush) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{26}
+	return file_command_commands_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BufferedPush) GetItem() *PushItem {
@@ -2528,7 +2639,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_command_commands_proto_msgTypes[27]
+	mi := &file_command_commands_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2651,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[27]
+	mi := &file_command_commands_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2664,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{27}
+	return file_command_commands_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -2652,13 +2763,24 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x05TxnOp\x12-\n" +
 	"\x03ack\x18\x01 \x01(\v2\x19.queen.command.v1.AckItemH\x00R\x03ack\x120\n" +
 	"\x04push\x18\x02 \x01(\v2\x1a.queen.command.v1.PushItemH\x00R\x04pushB\x04\n" +
-	"\x02op\"\xe3\x01\n" +
+	"\x02op\"\x9f\x02\n" +
 	"\vTransaction\x12)\n" +
 	"\x03ops\x18\x01 \x03(\v2\x17.queen.command.v1.TxnOpR\x03ops\x12'\n" +
 	"\x0frequired_leases\x18\x02 \x03(\tR\x0erequiredLeases\x12&\n" +
 	"\x02kv\x18\x03 \x03(\v2\x16.queen.command.v1.KVOpR\x02kv\x12%\n" +
 	"\x0etransaction_id\x18\x04 \x01(\fR\rtransactionId\x121\n" +
-	"\x06timers\x18\x05 \x03(\v2\x19.queen.command.v1.TimerOpR\x06timers\"\xe7\x02\n" +
+	"\x06timers\x18\x05 \x03(\v2\x19.queen.command.v1.TimerOpR\x06timers\x12:\n" +
+	"\tpositions\x18\x06 \x03(\v2\x1c.queen.command.v1.PositionOpR\tpositions\"\xad\x02\n" +
+	"\n" +
+	"PositionOp\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\x16\n" +
+	"\x06forget\x18\x04 \x01(\bR\x06forget\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x1a\n" +
+	"\bmetadata\x18\x06 \x01(\fR\bmetadata\x12F\n" +
+	"\fsubscription\x18\a \x01(\x0e2\".queen.command.v1.Pop.SubscriptionR\fsubscription\x120\n" +
+	"\x14subscription_from_us\x18\b \x01(\x03R\x12subscriptionFromUs\"\xe7\x02\n" +
 	"\aTimerOp\x122\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1e.queen.command.v1.TimerOp.KindR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
@@ -2803,7 +2925,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -2818,50 +2940,51 @@ var file_command_commands_proto_goTypes = []any{
 	(*Ack)(nil),               // 10: queen.command.v1.Ack
 	(*TxnOp)(nil),             // 11: queen.command.v1.TxnOp
 	(*Transaction)(nil),       // 12: queen.command.v1.Transaction
-	(*TimerOp)(nil),           // 13: queen.command.v1.TimerOp
-	(*TimerBatch)(nil),        // 14: queen.command.v1.TimerBatch
-	(*FireTimers)(nil),        // 15: queen.command.v1.FireTimers
-	(*ExtendLease)(nil),       // 16: queen.command.v1.ExtendLease
-	(*Configure)(nil),         // 17: queen.command.v1.Configure
-	(*DeleteQueue)(nil),       // 18: queen.command.v1.DeleteQueue
-	(*Sweep)(nil),             // 19: queen.command.v1.Sweep
-	(*Retain)(nil),            // 20: queen.command.v1.Retain
-	(*KVOp)(nil),              // 21: queen.command.v1.KVOp
-	(*KVBatch)(nil),           // 22: queen.command.v1.KVBatch
-	(*SetSwitches)(nil),       // 23: queen.command.v1.SetSwitches
-	(*Idempotency)(nil),       // 24: queen.command.v1.Idempotency
-	(*IdempotencyRecord)(nil), // 25: queen.command.v1.IdempotencyRecord
-	(*DeleteGroup)(nil),       // 26: queen.command.v1.DeleteGroup
-	(*SetSubscription)(nil),   // 27: queen.command.v1.SetSubscription
-	(*Seek)(nil),              // 28: queen.command.v1.Seek
-	(*DrainBuffer)(nil),       // 29: queen.command.v1.DrainBuffer
-	(*BufferedPush)(nil),      // 30: queen.command.v1.BufferedPush
-	(*AuditNote)(nil),         // 31: queen.command.v1.AuditNote
-	(*QueueOptions)(nil),      // 32: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 33: queen.command.v1.Refusal
+	(*PositionOp)(nil),        // 13: queen.command.v1.PositionOp
+	(*TimerOp)(nil),           // 14: queen.command.v1.TimerOp
+	(*TimerBatch)(nil),        // 15: queen.command.v1.TimerBatch
+	(*FireTimers)(nil),        // 16: queen.command.v1.FireTimers
+	(*ExtendLease)(nil),       // 17: queen.command.v1.ExtendLease
+	(*Configure)(nil),         // 18: queen.command.v1.Configure
+	(*DeleteQueue)(nil),       // 19: queen.command.v1.DeleteQueue
+	(*Sweep)(nil),             // 20: queen.command.v1.Sweep
+	(*Retain)(nil),            // 21: queen.command.v1.Retain
+	(*KVOp)(nil),              // 22: queen.command.v1.KVOp
+	(*KVBatch)(nil),           // 23: queen.command.v1.KVBatch
+	(*SetSwitches)(nil),       // 24: queen.command.v1.SetSwitches
+	(*Idempotency)(nil),       // 25: queen.command.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 26: queen.command.v1.IdempotencyRecord
+	(*DeleteGroup)(nil),       // 27: queen.command.v1.DeleteGroup
+	(*SetSubscription)(nil),   // 28: queen.command.v1.SetSubscription
+	(*Seek)(nil),              // 29: queen.command.v1.Seek
+	(*DrainBuffer)(nil),       // 30: queen.command.v1.DrainBuffer
+	(*BufferedPush)(nil),      // 31: queen.command.v1.BufferedPush
+	(*AuditNote)(nil),         // 32: queen.command.v1.AuditNote
+	(*QueueOptions)(nil),      // 33: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 34: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
-	24, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
+	25, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
 	5,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
 	7,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
 	8,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
 	10, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
 	12, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
-	16, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
-	17, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
-	18, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
-	19, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
-	22, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
-	23, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
-	25, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
-	14, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
-	15, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
-	20, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
-	26, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
-	27, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
-	28, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
-	29, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
-	31, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
+	17, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
+	18, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
+	19, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
+	20, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
+	23, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
+	24, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
+	26, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
+	15, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
+	16, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
+	21, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
+	27, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
+	28, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
+	29, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
+	30, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
+	32, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
 	6,  // 21: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
 	1,  // 22: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
 	0,  // 23: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
@@ -2869,20 +2992,22 @@ var file_command_commands_proto_depIdxs = []int32{
 	9,  // 25: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
 	6,  // 26: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
 	11, // 27: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	21, // 28: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	13, // 29: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	2,  // 30: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	13, // 31: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	32, // 32: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 33: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	21, // 34: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	33, // 35: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	6,  // 36: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	22, // 28: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	14, // 29: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	13, // 30: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	1,  // 31: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 32: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	14, // 33: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	33, // 34: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 35: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	22, // 36: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	34, // 37: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	6,  // 38: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -2917,14 +3042,14 @@ func file_command_commands_proto_init() {
 		(*TxnOp_Ack)(nil),
 		(*TxnOp_Push)(nil),
 	}
-	file_command_commands_proto_msgTypes[19].OneofWrappers = []any{}
+	file_command_commands_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -652,9 +652,12 @@ type CursorRecord struct {
 	Skipped uint64 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	// The runs of recent_leases, in the same order: a retried ack under a
 	// released lease finds its message in them, however old it is.
-	RecentRuns    []*LeaseRun `protobuf:"bytes,7,rep,name=recent_runs,json=recentRuns,proto3" json:"recent_runs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RecentRuns []*LeaseRun `protobuf:"bytes,7,rep,name=recent_runs,json=recentRuns,proto3" json:"recent_runs,omitempty"`
+	// What the last transaction that set this position attached to it
+	// (addendum §4.2 metadata).
+	PositionMetadata []byte `protobuf:"bytes,8,opt,name=position_metadata,json=positionMetadata,proto3" json:"position_metadata,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CursorRecord) Reset() {
@@ -732,6 +735,13 @@ func (x *CursorRecord) GetSkipped() uint64 {
 func (x *CursorRecord) GetRecentRuns() []*LeaseRun {
 	if x != nil {
 		return x.RecentRuns
+	}
+	return nil
+}
+
+func (x *CursorRecord) GetPositionMetadata() []byte {
+	if x != nil {
+		return x.PositionMetadata
 	}
 	return nil
 }
@@ -1592,7 +1602,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x14\n" +
 	"\x05acked\x18\x05 \x03(\x04R\x05acked\x12\x1d\n" +
 	"\n" +
-	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xa0\x02\n" +
+	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xcd\x02\n" +
 	"\fCursorRecord\x12\x1a\n" +
 	"\bconsumed\x18\x01 \x01(\x04R\bconsumed\x12\x1f\n" +
 	"\vretry_count\x18\x02 \x01(\rR\n" +
@@ -1602,7 +1612,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\rrecent_leases\x18\x05 \x03(\tR\frecentLeases\x12\x18\n" +
 	"\askipped\x18\x06 \x01(\x04R\askipped\x12;\n" +
 	"\vrecent_runs\x18\a \x03(\v2\x1a.queen.command.v1.LeaseRunR\n" +
-	"recentRuns\"B\n" +
+	"recentRuns\x12+\n" +
+	"\x11position_metadata\x18\b \x01(\fR\x10positionMetadata\"B\n" +
 	"\bLeaseRun\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
 	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xb3\x01\n" +

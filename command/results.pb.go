@@ -41,27 +41,51 @@ const (
 	// client for a queue that encrypts at rest, whose flag the broker owns
 	// (addendum §1.2; the standalone route answers timers_encrypted_conflict).
 	Reason_BAD_REQUEST Reason = 6
+	// The 2.x transaction reasons (addendum §4.5), HTTP 200 success:false.
+	// queen-node never answers reserved or unavailable (one log applies
+	// every transaction in turn); they are here so the vocabulary is whole.
+	Reason_QUEUE_NOT_FOUND  Reason = 7  // a position names a queue that does not exist
+	Reason_TOO_LARGE        Reason = 8  // a position's metadata, or the entry, is over its limit
+	Reason_NAME_TOO_LONG    Reason = 9  // a queue or partition name is over its limit
+	Reason_KV_KEY_TOO_LARGE Reason = 10 // a KV key is over 512 bytes
+	Reason_INTERNAL         Reason = 11 // apply refused the command with an internal error
+	Reason_RESERVED         Reason = 12
+	Reason_UNAVAILABLE      Reason = 13
 )
 
 // Enum value maps for Reason.
 var (
 	Reason_name = map[int32]string{
-		0: "NONE",
-		1: "REJECTED_ACK",
-		2: "DUPLICATE",
-		3: "KV_PRECONDITION",
-		4: "KV_DISABLED",
-		5: "TIMERS_DISABLED",
-		6: "BAD_REQUEST",
+		0:  "NONE",
+		1:  "REJECTED_ACK",
+		2:  "DUPLICATE",
+		3:  "KV_PRECONDITION",
+		4:  "KV_DISABLED",
+		5:  "TIMERS_DISABLED",
+		6:  "BAD_REQUEST",
+		7:  "QUEUE_NOT_FOUND",
+		8:  "TOO_LARGE",
+		9:  "NAME_TOO_LONG",
+		10: "KV_KEY_TOO_LARGE",
+		11: "INTERNAL",
+		12: "RESERVED",
+		13: "UNAVAILABLE",
 	}
 	Reason_value = map[string]int32{
-		"NONE":            0,
-		"REJECTED_ACK":    1,
-		"DUPLICATE":       2,
-		"KV_PRECONDITION": 3,
-		"KV_DISABLED":     4,
-		"TIMERS_DISABLED": 5,
-		"BAD_REQUEST":     6,
+		"NONE":             0,
+		"REJECTED_ACK":     1,
+		"DUPLICATE":        2,
+		"KV_PRECONDITION":  3,
+		"KV_DISABLED":      4,
+		"TIMERS_DISABLED":  5,
+		"BAD_REQUEST":      6,
+		"QUEUE_NOT_FOUND":  7,
+		"TOO_LARGE":        8,
+		"NAME_TOO_LONG":    9,
+		"KV_KEY_TOO_LARGE": 10,
+		"INTERNAL":         11,
+		"RESERVED":         12,
+		"UNAVAILABLE":      13,
 	}
 )
 
@@ -199,10 +223,11 @@ func (TimerResult_Status) EnumDescriptor() ([]byte, []int) {
 type TxnItemResult_Type int32
 
 const (
-	TxnItemResult_ACK   TxnItemResult_Type = 0
-	TxnItemResult_PUSH  TxnItemResult_Type = 1
-	TxnItemResult_KV    TxnItemResult_Type = 2
-	TxnItemResult_TIMER TxnItemResult_Type = 3
+	TxnItemResult_ACK      TxnItemResult_Type = 0
+	TxnItemResult_PUSH     TxnItemResult_Type = 1
+	TxnItemResult_KV       TxnItemResult_Type = 2
+	TxnItemResult_TIMER    TxnItemResult_Type = 3
+	TxnItemResult_POSITION TxnItemResult_Type = 4
 )
 
 // Enum value maps for TxnItemResult_Type.
@@ -212,12 +237,14 @@ var (
 		1: "PUSH",
 		2: "KV",
 		3: "TIMER",
+		4: "POSITION",
 	}
 	TxnItemResult_Type_value = map[string]int32{
-		"ACK":   0,
-		"PUSH":  1,
-		"KV":    2,
-		"TIMER": 3,
+		"ACK":      0,
+		"PUSH":     1,
+		"KV":       2,
+		"TIMER":    3,
+		"POSITION": 4,
 	}
 )
 
@@ -1033,6 +1060,7 @@ type TxnItemResult struct {
 	LeaseReleased bool                   `protobuf:"varint,10,opt,name=lease_released,json=leaseReleased,proto3" json:"lease_released,omitempty"`
 	Offset        uint64                 `protobuf:"varint,11,opt,name=offset,proto3" json:"offset,omitempty"`
 	Timer         *TimerResult           `protobuf:"bytes,12,opt,name=timer,proto3" json:"timer,omitempty"`
+	OpIndex       uint32                 `protobuf:"varint,13,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"` // a rider's (kv, timer, position) ordinal inside its own array
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1149,6 +1177,13 @@ func (x *TxnItemResult) GetTimer() *TimerResult {
 		return x.Timer
 	}
 	return nil
+}
+
+func (x *TxnItemResult) GetOpIndex() uint32 {
+	if x != nil {
+		return x.OpIndex
+	}
+	return 0
 }
 
 type TxnResult struct {
@@ -2760,7 +2795,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x04dead\x18\x03 \x01(\rR\x04dead\x12\x12\n" +
 	"\x04more\x18\x04 \x01(\bR\x04more\x12\x1f\n" +
 	"\vlateness_us\x18\x05 \x03(\x03R\n" +
-	"latenessUs\"\xd8\x03\n" +
+	"latenessUs\"\x81\x04\n" +
 	"\rTxnItemResult\x128\n" +
 	"\x04type\x18\x01 \x01(\x0e2$.queen.command.v1.TxnItemResult.TypeR\x04type\x12\x18\n" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12%\n" +
@@ -2775,12 +2810,14 @@ const file_command_results_proto_rawDesc = "" +
 	"\x0elease_released\x18\n" +
 	" \x01(\bR\rleaseReleased\x12\x16\n" +
 	"\x06offset\x18\v \x01(\x04R\x06offset\x123\n" +
-	"\x05timer\x18\f \x01(\v2\x1d.queen.command.v1.TimerResultR\x05timer\",\n" +
+	"\x05timer\x18\f \x01(\v2\x1d.queen.command.v1.TimerResultR\x05timer\x12\x19\n" +
+	"\bop_index\x18\r \x01(\rR\aopIndex\":\n" +
 	"\x04Type\x12\a\n" +
 	"\x03ACK\x10\x00\x12\b\n" +
 	"\x04PUSH\x10\x01\x12\x06\n" +
 	"\x02KV\x10\x02\x12\t\n" +
-	"\x05TIMER\x10\x03\"\xab\x02\n" +
+	"\x05TIMER\x10\x03\x12\f\n" +
+	"\bPOSITION\x10\x04\"\xab\x02\n" +
 	"\tTxnResult\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x120\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x18.queen.command.v1.ReasonR\x06reason\x12\x14\n" +
@@ -2914,7 +2951,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12cursor_moved_to_us\x18\x04 \x01(\x03R\x0fcursorMovedToUs\"G\n" +
 	"\vDrainResult\x12\x1a\n" +
 	"\bappended\x18\x01 \x01(\rR\bappended\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x04R\tremaining*\x7f\n" +
+	"\tremaining\x18\x02 \x01(\x04R\tremaining*\xf9\x01\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -2922,7 +2959,15 @@ const file_command_results_proto_rawDesc = "" +
 	"\x0fKV_PRECONDITION\x10\x03\x12\x0f\n" +
 	"\vKV_DISABLED\x10\x04\x12\x13\n" +
 	"\x0fTIMERS_DISABLED\x10\x05\x12\x0f\n" +
-	"\vBAD_REQUEST\x10\x06B*Z(github.com/queen-node/queen-node/commandb\x06proto3"
+	"\vBAD_REQUEST\x10\x06\x12\x13\n" +
+	"\x0fQUEUE_NOT_FOUND\x10\a\x12\r\n" +
+	"\tTOO_LARGE\x10\b\x12\x11\n" +
+	"\rNAME_TOO_LONG\x10\t\x12\x14\n" +
+	"\x10KV_KEY_TOO_LARGE\x10\n" +
+	"\x12\f\n" +
+	"\bINTERNAL\x10\v\x12\f\n" +
+	"\bRESERVED\x10\f\x12\x0f\n" +
+	"\vUNAVAILABLE\x10\rB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
 
 var (
 	file_command_results_proto_rawDescOnce sync.Once

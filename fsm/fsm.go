@@ -322,6 +322,10 @@ func (f *FSM) runHandler(h *handler, c *applyCtx, cmd *command.Command) (res pro
 				m.applyPanics.Inc()
 			}
 			res, keep = &command.Response{InternalError: fmt.Sprint("internal error: ", r)}, false
+			if t := cmd.GetTransaction(); t != nil { // a transaction's refusals are verdicts (addendum §4.5)
+				res = &command.TxnResult{TransactionId: t.TransactionId, Reason: command.Reason_INTERNAL,
+					Error: fmt.Sprint("internal error: ", r), FailedIndex: -1}
+			}
 		}
 	}()
 	return h.apply(c, cmd)

@@ -9,8 +9,8 @@ import (
 	"github.com/queen-node/queen-node/timers"
 )
 
-// applyTransaction applies acks, pushes, KV operations and timers as one
-// change. Checks run in the order acks, pushes, KV, and the first refusal
+// applyTransaction applies acks, pushes, KV operations, timers and
+// positions as one change. Checks run in that order, and the first refusal
 // decides the reason; a refusal discards every write of the entry
 // (invariant 3).
 func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
@@ -86,8 +86,8 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 				FailedIndex: int32(len(in.Ops) + failed), FailedKv: f,
 			}, false
 		}
-		for _, r := range kvres {
-			results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_KV, Success: true, Kv: r})
+		for i, r := range kvres {
+			results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_KV, Success: true, Kv: r, OpIndex: uint32(i)})
 		}
 	}
 
@@ -98,6 +98,13 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		for i, op := range in.Timers {
 			results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_TIMER, Success: true, Timer: t.Op(i, op)})
 		}
+	}
+	// 5. Positions: a queue that does not exist rolls everything back.
+	for i, p := range in.Positions {
+		if !c.q.SetPosition(p) {
+			return refuse(command.Reason_QUEUE_NOT_FOUND, "positions["+strconv.Itoa(i)+"]: queue "+p.Queue+" does not exist")
+		}
+		results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_POSITION, Success: true, OpIndex: uint32(i)})
 	}
 	res.Success = true
 	res.Results = results

@@ -139,3 +139,56 @@ func TestTransactionAckGroupAdvancesOnlyThatGroup(t *testing.T) {
 	eq(t, "g2 sees both", len(h.pop("q", group("g2"), fromAll(), batch(2)).Messages), 2)
 	eq(t, "g1 drained", len(h.pop("q", group("g1"), batch(2)).Messages), 0)
 }
+
+func position(queue, group, partition string, offset uint64) *command.PositionOp {
+	return &command.PositionOp{Queue: queue, ConsumerGroup: group, Partition: partition, Offset: offset}
+}
+
+// Positions in a transaction (addendum §4.2): set where a group reads next,
+// atomically with the rest; the group's lease there is released; a missing
+// partition is made and a new group registered; forget sends the group
+// back to its subscription; a queue that does not exist rolls it all back.
+func TestTransactionPositions(t *testing.T) {
+	h := newHarness(t)
+	h.push(item("q", "p", "m1"), item("q", "p", "m2"), item("q", "p", "m3"), item("q", "p", "m4"))
+	held := h.pop("q", group("g"), fromAll(), onPartition("p"), batch(10))
+	eq(t, "the group holds the run", len(held.Messages), 4)
+
+	// Rewind g to offset 2, push to another queue and write KV with it.
+	res := h.txn(&command.Transaction{Ops: []*command.TxnOp{pushOp(item("audit", "", "a1"))},
+		Kv:        []*command.KVOp{marker("pos:1", true)},
+		Positions: []*command.PositionOp{{Queue: "q", ConsumerGroup: "g", Partition: "p", Offset: 2, Metadata: []byte(`{"by":"ops"}`)}}})
+	eq(t, "success", res.Success, true)
+	last := res.Results[len(res.Results)-1]
+	eq(t, "position result", last.Type, command.TxnItemResult_POSITION)
+	eq(t, "its opIndex", last.OpIndex, uint32(0))
+	eqList(t, "g reads from offset 2, its old lease gone", h.txns(h.pop("q", group("g"), onPartition("p"), batch(10))), []string{"m2", "m3", "m4"})
+	eq(t, "the old lease acks nothing", h.ack(h.ackOf(held, 3, command.AckStatus_COMPLETED))[0].Success, false)
+	h.read(func(rd *Reader) {
+		pid := held.Messages[0].PartitionId
+		eq(t, "metadata kept", string(rd.Cursor(pid, "g").PositionMetadata), `{"by":"ops"}`)
+	})
+
+	// A new group on a new partition: registered, the partition made.
+	res = h.txn(&command.Transaction{Positions: []*command.PositionOp{position("q", "fresh", "new-part", 1)}})
+	eq(t, "new partition and group", res.Success, true)
+	h.push(item("q", "new-part", "n1"))
+	eqList(t, "fresh reads the new partition from its start", h.txns(h.pop("q", group("fresh"), onPartition("new-part"))), []string{"n1"})
+
+	// Beyond the end: at the end.
+	res = h.txn(&command.Transaction{Positions: []*command.PositionOp{position("q", "late", "p", 99)}})
+	eq(t, "beyond the end", res.Success, true)
+	eq(t, "nothing to read past the end", len(h.pop("q", group("late"), onPartition("p")).Messages), 0)
+
+	// Forget: back to the subscription (fromAll here: everything).
+	res = h.txn(&command.Transaction{Positions: []*command.PositionOp{{Queue: "q", ConsumerGroup: "late", Partition: "p", Forget: true}}})
+	eq(t, "forget", res.Success, true)
+	eqList(t, "late starts over", h.txns(h.pop("q", group("late"), onPartition("p"), fromAll(), batch(10))), []string{"m1", "m2", "m3", "m4"})
+
+	// A queue that does not exist: nothing of the transaction is written.
+	before := stateHashWithoutMeta(t, h)
+	res = h.txn(&command.Transaction{Ops: []*command.TxnOp{pushOp(item("audit", "", "a2"))},
+		Positions: []*command.PositionOp{position("q", "g", "p", 1), position("nope", "g", "", 1)}})
+	eq(t, "queue_not_found", res.Reason, command.Reason_QUEUE_NOT_FOUND)
+	eq(t, "nothing written", stateHashWithoutMeta(t, h), before)
+}

@@ -105,7 +105,7 @@ func txnOut(r *command.TxnResult) *queenpb.TransactionResponse {
 		x := &queenpb.TransactionItemResult{
 			Type: it.Type.Text(), Success: it.Success, TransactionId: it.TransactionId, Dlq: it.Dlq,
 			LeaseReleased: it.LeaseReleased, MessageId: uuidStr(it.MessageId), PartitionId: uuidStr(it.PartitionId),
-			Queue: it.Queue, Offset: it.Offset,
+			Queue: it.Queue, Offset: it.Offset, OpIndex: it.OpIndex,
 		}
 		if it.Kv != nil {
 			x.Kv = kvResultOut(it.Kv)

@@ -125,6 +125,18 @@ func transaction(in *queenpb.TransactionRequest) (request.Txn, error) {
 		return out, err
 	}
 	out.Timers = timerOps(in.Timers)
+	for _, p := range in.Positions {
+		meta, err := request.JSONValue("metadata", p.Metadata)
+		if err != nil {
+			return out, err
+		}
+		if len(p.Metadata) == 0 {
+			meta = nil
+		}
+		out.Positions = append(out.Positions, request.Position{Queue: p.Queue, ConsumerGroup: p.ConsumerGroup,
+			Partition: p.Partition, HasPartition: p.Partition != "", Offset: p.Offset, Forget: p.Forget, Metadata: meta,
+			SubscriptionMode: p.SubscriptionMode, SubscriptionFrom: p.SubscriptionFrom})
+	}
 	return out, nil
 }
 

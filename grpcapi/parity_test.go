@@ -48,7 +48,7 @@ func TestValidationParity(t *testing.T) {
 			push(&pb.PushItem{Queue: "parity", TraceId: "nope"})},
 		{"push NUL in queue", "/api/v1/push", `{"items":[{"queue":"par\u0000ity"}]}`, 400,
 			push(&pb.PushItem{Queue: "par\x00ity"})},
-		{"push long queue", "/api/v1/push", `{"items":[{"queue":"` + long + `"}]}`, 400, push(&pb.PushItem{Queue: long})},
+		{"push long queue", "/api/v1/push", `{"items":[{"queue":"` + long + `"}]}`, 413, push(&pb.PushItem{Queue: long})},
 		{"push long transaction id", "/api/v1/push", `{"items":[{"queue":"parity","transactionId":"` + strings.Repeat("t", 1025) + `"}]}`, 400,
 			push(&pb.PushItem{Queue: "parity", TransactionId: strings.Repeat("t", 1025)})},
 		{"ack without transaction id", "/api/v1/ack", `{"partitionId":"0193a8d0-0000-7000-8000-000000000000"}`, 400,

@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc"
@@ -229,7 +230,11 @@ func (s *Public) Transaction(ctx context.Context, in *queenpb.TransactionRequest
 	decoded, err := transaction(in)
 	var txn *command.Transaction
 	if err == nil {
-		txn, err = request.Transaction(decoded)
+		txn, err = s.opts.rules.Transaction(decoded)
+	}
+	var verdict *request.TxnRefused
+	if errors.As(err, &verdict) {
+		return txnOut(verdict.Result), nil
 	}
 	if err != nil {
 		return nil, s.refuse(ctx, idem, err)

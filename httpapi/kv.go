@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -16,10 +17,20 @@ func decodeKVOps(raws []jsontext.Value) ([]request.KVOp, error) {
 		decodeKVOp)
 }
 
+// tenantFields name a tenant: it comes from the connection, never from a
+// body, and a body that names one is refused, never silently ignored
+// (addendum §7).
+var tenantFields = []string{"tenant", "tenantId", "tenant_id", "_tenant"}
+
 func decodeKVOp(i int, o object) (request.KVOp, error) {
 	at := request.OpAt(i)
 	var op request.KVOp
 	var ok bool
+	for _, f := range tenantFields {
+		if _, has := o[f]; has {
+			return op, request.KVBad("kv_tenant_in_body", at+f+" is not a field of an op: the tenant comes from the connection")
+		}
+	}
 	if op.Op, ok = str(o["op"]); !ok {
 		return op, request.KVBad("kv_bad_op", at+"op must be a string")
 	}
@@ -158,6 +169,7 @@ func renderKVBatch(w http.ResponseWriter, kr *command.KVBatchResult) {
 	out := make([]map[string]any, len(kr.Results))
 	for i, r := range kr.Results {
 		out[i] = kvResultOut(r)
+		out[i]["index"] = i
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "results": out})
 }
@@ -215,9 +227,13 @@ func (a *API) kvDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) kvPath(w http.ResponseWriter, r *http.Request, name string, o object) {
+	if r.URL.RawQuery != "" {
+		writeError(w, request.KVBad("kv_no_query_string", "the KV path routes take no query string"))
+		return
+	}
 	for _, k := range []string{"op", "ns", "key"} {
 		if _, has := o[k]; has {
-			writeError(w, request.KVBad("kv_bad_request", `the path names the key: the body must not carry "`+k+`"`))
+			writeError(w, request.KVBad("kv_field_in_path", `the path names the key: the body must not carry "`+k+`"`))
 			return
 		}
 	}
@@ -236,7 +252,11 @@ func (a *API) kvPath(w http.ResponseWriter, r *http.Request, name string, o obje
 			writeJSON(w, http.StatusOK, kvRefusal(kr))
 			return
 		}
-		writeJSON(w, http.StatusOK, kvResultOut(kr.Results[0]))
+		res := kr.Results[0]
+		if res.Kind == command.KVOp_GET && res.Found {
+			w.Header().Set("ETag", `"`+strconv.FormatUint(res.Version, 10)+`"`)
+		}
+		writeJSON(w, http.StatusOK, kvResultOut(res))
 	})
 }
 

@@ -75,11 +75,11 @@ func decodeTimerOp(i int, o object) (request.TimerOp, error) {
 	}
 	b64, ok := str(o["payload"])
 	if !ok {
-		return op, request.TimersBad("timers_bad_payload", at+"payload must be a base64 string")
+		return op, request.TimersBad("timers_payload_not_base64", at+"payload must be a base64 string")
 	}
 	body, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
-		return op, request.TimersBad("timers_bad_payload", at+"payload is not valid base64")
+		return op, request.TimersBad("timers_payload_not_base64", at+"payload is not valid base64")
 	}
 	op.Payload = body
 	return op, nil

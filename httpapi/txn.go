@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -16,7 +17,7 @@ import (
 // addendum §1.1): operations, and the kv and timers riders at the root.
 func decodeTransaction(o object) (request.Txn, error) {
 	var in request.Txn
-	var ops, kvRaw, timerRaw []jsontext.Value
+	var ops, kvRaw, timerRaw, posRaw []jsontext.Value
 	raw, has := o["operations"]
 	in.NoOperations = !has
 	if present(raw) {
@@ -25,16 +26,16 @@ func decodeTransaction(o object) (request.Txn, error) {
 			return in, request.Bad("operations array required")
 		}
 	}
-	if raw, has := o["timers"]; has {
-		var ok bool
-		if timerRaw, ok = array(raw); !ok {
-			return in, request.Bad("timers must be an array")
-		}
-	}
-	if raw := o["kv"]; present(raw) {
-		var ok bool
-		if kvRaw, ok = array(raw); !ok {
-			return in, request.Bad("kv must be an array")
+	// The riders: arrays at the root, null meaning absent (addendum §7).
+	for _, r := range []struct {
+		name string
+		dst  *[]jsontext.Value
+	}{{"kv", &kvRaw}, {"timers", &timerRaw}, {"positions", &posRaw}} {
+		if raw := o[r.name]; present(raw) {
+			var ok bool
+			if *r.dst, ok = array(raw); !ok {
+				return in, request.Bad(r.name + " must be an array at the TOP LEVEL of the body (beside operations)")
+			}
 		}
 	}
 	if raw := o["requiredLeases"]; present(raw) {
@@ -83,8 +84,52 @@ func decodeTransaction(o object) (request.Txn, error) {
 	if in.KV, err = decodeKVOps(kvRaw); err != nil {
 		return in, err
 	}
-	in.Timers, err = decodeTimerOps(timerRaw)
+	if in.Timers, err = decodeTimerOps(timerRaw); err != nil {
+		return in, err
+	}
+	in.Positions, err = decodePositions(posRaw)
 	return in, err
+}
+
+// decodePositions checks the members' JSON types of the positions rider
+// (addendum §4.2).
+func decodePositions(raws []jsontext.Value) ([]request.Position, error) {
+	return eachOp(raws, func(i int) error { return request.Bad(fmt.Sprintf("positions[%d] must be an object", i)) },
+		func(i int, o object) (request.Position, error) {
+			at := fmt.Sprintf("positions[%d]: ", i)
+			var p request.Position
+			var ok bool
+			for _, m := range []struct {
+				name string
+				dst  *string
+				has  *bool
+			}{{"queue", &p.Queue, nil}, {"consumerGroup", &p.ConsumerGroup, nil}, {"partition", &p.Partition, &p.HasPartition},
+				{"subscriptionMode", &p.SubscriptionMode, nil}, {"subscriptionFrom", &p.SubscriptionFrom, nil}} {
+				if raw := o[m.name]; present(raw) {
+					if *m.dst, ok = str(raw); !ok {
+						return p, request.Bad(at + m.name + " must be a string")
+					}
+					if m.has != nil {
+						*m.has = true
+					}
+				}
+			}
+			raw, has := o["offset"]
+			switch {
+			case !has:
+				return p, request.Bad(at + "offset is required (an integer, or null to forget the position)")
+			case !present(raw):
+				p.Forget = true
+			default:
+				if p.Offset, ok = integer(raw); !ok {
+					return p, request.Bad(at + "offset must be an integer >= 0, or null to forget the position")
+				}
+			}
+			if raw := o["metadata"]; present(raw) {
+				p.Metadata = raw
+			}
+			return p, nil
+		})
 }
 
 // decodeTxnPush reads a push op: one item, or several under "items".
@@ -125,11 +170,16 @@ func (a *API) transaction(w http.ResponseWriter, r *http.Request) {
 	}
 	var in *command.Transaction
 	if err == nil {
-		in, err = request.Transaction(decoded)
+		in, err = a.rules.Transaction(decoded)
 	}
 	var unknown *request.UnknownOpType
 	if errors.As(err, &unknown) {
 		writeJSON(w, http.StatusOK, map[string]any{"success": false, "error": unknown.Error(), "results": []any{}})
+		return
+	}
+	var verdict *request.TxnRefused
+	if errors.As(err, &verdict) {
+		writeJSON(w, http.StatusOK, txnOut(verdict.Result))
 		return
 	}
 	if err != nil {
@@ -189,11 +239,14 @@ func txnOut(r *command.TxnResult) map[string]any {
 			for k, v := range kvResultOut(it.Kv) {
 				m[k] = v
 			}
+			m["opIndex"] = it.OpIndex
 		case command.TxnItemResult_TIMER:
 			for k, v := range timerResultOut(it.Timer) {
 				m[k] = v
 			}
 			m["opIndex"] = it.Timer.OpIndex
+		case command.TxnItemResult_POSITION:
+			m["opIndex"] = it.OpIndex
 		}
 		results[i] = m
 	}

@@ -187,7 +187,7 @@ func TestPushRejectsMalformed(t *testing.T) {
 		{name: "transactionId too long", body: item(`{"queue":"q","transactionId":"` + strings.Repeat("t", 1025) + `"}`), err: "too long"},
 	}
 	for i := range cases {
-		cases[i].path, cases[i].status = "/api/v1/push", 400
+		cases[i].path, cases[i].status = "/api/v1/push", nameStatus(cases[i].name)
 	}
 	runBadCases(t, fb, api, cases)
 }
@@ -218,7 +218,7 @@ func TestAckRejectsMalformed(t *testing.T) {
 		{name: "acknowledgments sent to single route", body: `{"acknowledgments":[{"transactionId":"t","partitionId":"` + pid + `"}]}`, err: needTxn},
 	}
 	for i := range cases {
-		cases[i].path, cases[i].status = "/api/v1/ack", 400
+		cases[i].path, cases[i].status = "/api/v1/ack", nameStatus(cases[i].name)
 	}
 	runBadCases(t, fb, api, cases)
 }
@@ -274,8 +274,8 @@ func TestTransactionRejectsMalformed(t *testing.T) {
 		{name: "operations empty kv null", body: `{"operations":[],"kv":null}`, err: "operations array cannot be empty"},
 		{name: "kv type in operations", body: `{"operations":[{"type":"kv","op":"get","ns":"a","key":"k"}]}`, err: "kv"},
 		{name: "kv type in operations after ack", body: `{"operations":[` + ack + `,{"type":"kv","op":"put","ns":"a","key":"k","value":1,"forever":true}]}`, err: "kv"},
-		{name: "getPrefix in kv", body: `{"operations":[],"kv":[{"op":"getPrefix","ns":"a","prefix":"p"}]}`, err: "kv_bad_request"},
-		{name: "getPrefix in kv beside ack", body: `{"operations":[` + ack + `],"kv":[{"op":"getPrefix","ns":"a","prefix":"p"}]}`, err: "kv_bad_request"},
+		{name: "getPrefix in kv", body: `{"operations":[],"kv":[{"op":"getPrefix","ns":"a","prefix":"p"}]}`, err: "getPrefix is not allowed"},
+		{name: "getPrefix in kv beside ack", body: `{"operations":[` + ack + `],"kv":[{"op":"getPrefix","ns":"a","prefix":"p"}]}`, err: "getPrefix is not allowed"},
 		{name: "kv not array", body: `{"operations":[` + ack + `],"kv":{"op":"get","ns":"a","key":"k"}}`, err: "kv must be an array"},
 		{name: "kv op not object", body: `{"operations":[],"kv":[1]}`, err: "kv_bad_request"},
 		{name: "kv write without expiry", body: `{"operations":[],"kv":[` + put("") + `]}`, err: "kv_bad_request", reason: "kv_expiry_not_specified", detail: "op at index 0"},
@@ -346,7 +346,7 @@ func TestConfigureRejectsMalformed(t *testing.T) {
 		{name: "one bad among good", body: opt(`{"leaseTime":30,"retryLimit":5,"priority":"high"}`), err: "priority"},
 	}
 	for i := range cases {
-		cases[i].path, cases[i].status = "/api/v1/configure", 400
+		cases[i].path, cases[i].status = "/api/v1/configure", nameStatus(cases[i].name)
 	}
 	runBadCases(t, fb, api, cases)
 }
@@ -439,7 +439,7 @@ func TestKVBatchRejectsMalformed(t *testing.T) {
 		{name: "getMany keys empty", body: ops(`{"op":"getMany","ns":"a","keys":[]}`), reason: "kv_bad_key"},
 		{name: "getMany keys missing", body: ops(`{"op":"getMany","ns":"a"}`), reason: "kv_bad_key"},
 		{name: "getMany keys not strings", body: ops(`{"op":"getMany","ns":"a","keys":[1,2]}`), reason: "kv_bad_key"},
-		{name: "getPrefix prefix empty", body: ops(`{"op":"getPrefix","ns":"a","prefix":""}`), reason: "kv_bad_prefix"},
+		{name: "getPrefix prefix empty", body: ops(`{"op":"getPrefix","ns":"a","prefix":""}`), reason: "kv_prefix_required"},
 		{name: "getPrefix limit string", body: ops(`{"op":"getPrefix","ns":"a","prefix":"p","limit":"10"}`), reason: "kv_bad_limit"},
 		{name: "put value missing", body: ops(`{"op":"put","ns":"a","key":"k","forever":true}`), reason: "kv_bad_value"},
 		{name: "incr delta fraction", body: ops(`{"op":"incr","ns":"a","key":"k","delta":1.5,"forever":true}`), reason: "kv_bad_delta"},
@@ -1023,3 +1023,14 @@ const configureSpecExample = `{ "queue": "orders", "namespace": "billing", "task
                "retentionEnabled": false, "retentionSeconds": 0, "completedRetentionSeconds": 0,
                "maxWaitTimeSeconds": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false,
                "encryptionEnabled": false } }`
+
+// nameStatus is the status of a case: a queue, partition or group name over
+// its limit is 413 name_too_long (addendum §4.9), anything else 400.
+func nameStatus(name string) int {
+	for _, n := range []string{"queue too long", "partition too long", "consumerGroup too long"} {
+		if name == n {
+			return http.StatusRequestEntityTooLarge
+		}
+	}
+	return http.StatusBadRequest
+}

@@ -111,6 +111,36 @@ func (t *Tx) Seek(in *command.Seek) *command.SeekResult {
 	return res
 }
 
+// SetPosition sets where a group reads one partition next, or forgets it
+// (a transaction's positions, addendum §4.2): the partition is made when
+// missing, a group the queue does not know is registered as a first pop
+// would register it, and the group's lease there is released. A position
+// beyond the partition's end puts the group at the end; one before its
+// first message, at its first. ok=false: the queue does not exist.
+func (t *Tx) SetPosition(in *command.PositionOp) (ok bool) {
+	qs := t.queue(in.Queue)
+	if qs == nil {
+		return false
+	}
+	t.registerGroup(in.Queue, in.ConsumerGroup, in.Subscription, in.SubscriptionFromUs)
+	ps := t.ensurePartition(in.Queue, in.Partition)
+	cs := t.cursor(ps.rec.Id, in.ConsumerGroup)
+	if in.Forget {
+		if cs.fresh {
+			return true
+		}
+		t.moveCursor(qs, ps, cs, in.ConsumerGroup, ps.rec.FirstSeq-1)
+		cs.dirty = false
+		t.tx.Delete(bCursors, cs.key)
+		delete(t.cursors, string(cs.key))
+		return true
+	}
+	consumed := min(max(in.Offset, 1)-1, ps.rec.NextSeq-1)
+	t.moveCursor(qs, ps, cs, in.ConsumerGroup, max(consumed, ps.rec.FirstSeq-1))
+	cs.rec.PositionMetadata = in.Metadata
+	return true
+}
+
 // DeleteGroup drops a group's cursors and leases in one queue or in all
 // (see command.DeleteGroup).
 func (t *Tx) DeleteGroup(in *command.DeleteGroup) *command.DeleteGroupResult {

@@ -125,22 +125,9 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 		if qs == nil {
 			continue
 		}
-		gs := t.group(qname, group)
-		if gs.rec == nil {
-			// First contact of this group with this queue: record where it
-			// starts, even if this pop finds nothing (spec §5.7).
-			gs.rec = &command.GroupRecord{CreatedUs: t.now}
-			switch in.Subscription {
-			case command.Pop_NEW:
-				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, t.now
-			case command.Pop_FROM:
-				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, in.SubscriptionFromUs
-			}
-			if group == command.QueueModeGroup {
-				gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_ALL, 0
-			}
-			gs.dirty = true
-		}
+		// First contact of this group with this queue records where it
+		// starts, even if this pop finds nothing (spec §5.7).
+		gs := t.registerGroup(qname, group, in.Subscription, in.SubscriptionFromUs)
 		expires := t.now + leaseSeconds(qs.rec.Options, in.LeaseSeconds)*1e6
 		claim := func(ps *partState) bool {
 			cs := t.cursor(ps.rec.Id, group)
@@ -271,4 +258,26 @@ func (t *Tx) eachPartitionFrom(queue, after string, fn func(*partState) bool) {
 		return
 	}
 	visit(pfx, false, func(k []byte) bool { return bytes.Compare(k, mark) <= 0 }) // wrap around
+}
+
+// registerGroup is the group's subscription to the queue, made at its first
+// contact (a pop, or a position set in a transaction) from where it asked
+// to start.
+func (t *Tx) registerGroup(queue, group string, sub command.Pop_Subscription, fromUs int64) *groupState {
+	gs := t.group(queue, group)
+	if gs.rec != nil {
+		return gs
+	}
+	gs.rec = &command.GroupRecord{CreatedUs: t.now}
+	switch sub {
+	case command.Pop_NEW:
+		gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, t.now
+	case command.Pop_FROM:
+		gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, fromUs
+	}
+	if group == command.QueueModeGroup {
+		gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_ALL, 0
+	}
+	gs.dirty = true
+	return gs
 }

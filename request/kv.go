@@ -108,8 +108,9 @@ func kvOp(i int, in *KVOp, inTxn bool) (*command.KVOp, error) {
 	if !ok {
 		return nil, KVBad("kv_bad_op", at+"unknown op "+in.Op)
 	}
-	if inTxn && kind == command.KVOp_GET_PREFIX {
-		return nil, KVBad("kv_bad_op", at+"getPrefix is not allowed in a transaction")
+	if inTxn && kind == command.KVOp_GET_PREFIX { // the error itself names it (addendum §7)
+		return nil, &Error{Kind: Invalid, Msg: "getPrefix is not allowed in a transaction", Reason: "kv_bad_op",
+			Detail: at + "getPrefix is not allowed in a transaction"}
 	}
 	if !kvNamespace.MatchString(in.Ns) {
 		return nil, KVBad("kv_bad_namespace", at+"ns must match ^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -131,13 +132,17 @@ func kvOp(i int, in *KVOp, inTxn bool) (*command.KVOp, error) {
 		op.Keys = in.Keys
 	case command.KVOp_GET_PREFIX:
 		if in.Prefix == "" {
-			return nil, KVBad("kv_bad_prefix", at+"prefix must be a non-empty string")
+			return nil, KVBad("kv_prefix_required", at+"getPrefix needs a non-empty prefix")
 		}
 		op.Prefix, op.After, op.KeysOnly = in.Prefix, in.After, in.KeysOnly
 		op.Limit = uint32(max(0, min(in.Limit, MaxPrefixLimit)))
 	default:
 		if in.Key == "" || len(in.Key) > MaxKVKeyBytes {
-			return nil, KVBad("kv_bad_key", at+"key must be a non-empty string of at most 512 bytes")
+			e := KVBad("kv_bad_key", at+"key must be a non-empty string of at most 512 bytes")
+			if in.Key != "" {
+				e.Code = codeKVKeyTooLarge
+			}
+			return nil, e
 		}
 		op.Key = in.Key
 	}
@@ -161,6 +166,9 @@ func kvOp(i int, in *KVOp, inTxn bool) (*command.KVOp, error) {
 		}
 		op.Min, op.HasMin = in.Min, in.HasMin
 		op.Max, op.HasMax = in.Max, in.HasMax
+	}
+	if in.HasExpect && kind == command.KVOp_INCR {
+		return nil, KVBad("kv_bad_expect", at+"incr takes min and max, never expect")
 	}
 	if in.HasExpect {
 		if in.Expect < 0 {

@@ -41,12 +41,16 @@ const (
 	MaxTimerListLimit   = 1000
 	DefaultTimerList    = 100
 	MaxTimerCountPrefix = 128
+
+	// Positions in a transaction (addendum §4.2).
+	MaxPositionsPerCall = 16384
+	MaxPositionMetadata = 4096
 )
 
 // CheckName refuses a name the state cannot key.
 func CheckName(what, s string) error {
 	if len(s) > MaxNameBytes {
-		return Bad(what + " is too long (max " + strconv.Itoa(MaxNameBytes) + " bytes)")
+		return &Error{Kind: TooLarge, Msg: what + " is too long (max " + strconv.Itoa(MaxNameBytes) + " bytes)", Code: codeNameTooLong}
 	}
 	if strings.IndexByte(s, 0) >= 0 {
 		return Bad(what + " must not contain NUL characters")
@@ -56,6 +60,14 @@ func CheckName(what, s string) error {
 	}
 	return nil
 }
+
+// The codes of the limits a transaction answers as verdicts (addendum
+// §4.5) and other routes as 413 or 400 (addendum §4.9).
+const (
+	codeNameTooLong   = "name_too_long"
+	codeKVKeyTooLarge = "kv_key_too_large"
+	codeTooLarge      = "too_large"
+)
 
 // keyable reports whether every name can be keyed.
 func keyable(names ...string) bool {

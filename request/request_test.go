@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,13 +35,11 @@ func wantErr(t *testing.T, name string, err error, kind Kind, text string) {
 }
 
 func TestPush(t *testing.T) {
-	long := strings.Repeat("q", MaxNameBytes+1)
 	bad := []struct {
 		name string
 		in   PushItem
 		text string
 	}{
-		{"long queue", PushItem{Queue: long}, "queue is too long"},
 		{"NUL in queue", PushItem{Queue: "a\x00b"}, "NUL"},
 		{"bad UTF-8 partition", PushItem{Queue: "q", Partition: "\xff"}, "UTF-8"},
 		{"long transaction id", PushItem{Queue: "q", TransactionID: strings.Repeat("t", MaxTxnIDBytes+1)}, "TransactionId is too long"},
@@ -145,6 +144,7 @@ func TestAcks(t *testing.T) {
 }
 
 func TestTransaction(t *testing.T) {
+	Transaction := New(Options{}).Transaction
 	_, err := Transaction(Txn{NoOperations: true})
 	wantErr(t, "no operations", err, Invalid, "operations array required")
 	_, err = Transaction(Txn{})
@@ -171,6 +171,102 @@ func TestTransaction(t *testing.T) {
 	}
 	if len(txn.Ops) != 3 || txn.Ops[0].GetAck().Status != command.AckStatus_COMPLETED || len(txn.Kv) != 1 || len(txn.Timers) != 1 || len(txn.TransactionId) != 16 {
 		t.Fatalf("transaction: %v", txn)
+	}
+}
+
+// The 2.x lease rule (addendum §4.5): an ack without its own leaseId
+// inherits one only when requiredLeases and the other acks name exactly one.
+func TestTransactionLeaseInheritance(t *testing.T) {
+	rules := New(Options{})
+	pid := "0193a8d0-0000-7000-8000-000000000000"
+	acks := func(ids ...string) []TxnOp {
+		var ops []TxnOp
+		for i, id := range ids {
+			ops = append(ops, TxnOp{Ack: &Ack{TransactionID: fmt.Sprint("t", i), PartitionID: pid, LeaseID: id}})
+		}
+		return ops
+	}
+	leasesOf := func(txn *command.Transaction) []string {
+		var out []string
+		for _, op := range txn.Ops {
+			out = append(out, op.GetAck().LeaseId)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		ops      []TxnOp
+		required []string
+		want     []string
+	}{
+		{"one required lease", acks("", ""), []string{"L1"}, []string{"L1", "L1"}},
+		{"the same lease twice", acks("", ""), []string{"L1", "L1"}, []string{"L1", "L1"}},
+		{"one ack names it", acks("L1", ""), nil, []string{"L1", "L1"}},
+		{"required and an ack agree", acks("L1", ""), []string{"L1"}, []string{"L1", "L1"}},
+		{"two required leases: unfenced", acks("", ""), []string{"L1", "L2"}, []string{"", ""}},
+		{"an ack names another: unfenced", acks("L2", ""), []string{"L1"}, []string{"L2", ""}},
+		{"no evidence at all", acks("", ""), nil, []string{"", ""}},
+	} {
+		txn, err := rules.Transaction(Txn{Ops: c.ops, RequiredLeases: c.required})
+		if err != nil {
+			t.Fatal(c.name, err)
+		}
+		if got := leasesOf(txn); !slices.Equal(got, c.want) || len(txn.RequiredLeases) != 0 {
+			t.Errorf("%s: acks carry %q (required %q), want %q", c.name, got, txn.RequiredLeases, c.want)
+		}
+	}
+}
+
+// Positions (addendum §4.2), and the limits a transaction answers as
+// verdicts (addendum §4.5) where other routes answer 413 or 400.
+func TestTransactionPositionsAndVerdicts(t *testing.T) {
+	rules := New(Options{})
+	pos := func(mod func(*Position)) Txn {
+		p := Position{Queue: "q", ConsumerGroup: "g", Offset: 7}
+		mod(&p)
+		return Txn{Positions: []Position{p}}
+	}
+	txn, err := rules.Transaction(pos(func(p *Position) { p.Metadata = []byte(`{"a":1}`) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := txn.Positions[0]; p.Partition != "Default" || p.Offset != 7 || p.Forget || string(p.Metadata) != `{"a":1}` {
+		t.Fatalf("position: %v", p)
+	}
+	if txn, err = rules.Transaction(pos(func(p *Position) { p.Forget = true })); err != nil || !txn.Positions[0].Forget {
+		t.Fatalf("forget: %v %v", txn, err)
+	}
+	for _, c := range []struct {
+		name string
+		in   Txn
+		text string
+	}{
+		{"no queue", pos(func(p *Position) { p.Queue = "" }), "queue is required"},
+		{"no group", pos(func(p *Position) { p.ConsumerGroup = "" }), "consumerGroup is required"},
+		{"empty partition", pos(func(p *Position) { p.HasPartition = true }), "partition must not be empty"},
+		{"negative offset", pos(func(p *Position) { p.Offset = -1 }), "offset must be"},
+		{"too many", Txn{Positions: make([]Position, MaxPositionsPerCall+1)}, "at most 16384 positions"},
+	} {
+		_, err := rules.Transaction(c.in)
+		wantErr(t, c.name, err, Invalid, c.text)
+	}
+	verdict := func(name string, in Txn, want command.Reason) {
+		t.Helper()
+		_, err := rules.Transaction(in)
+		var v *TxnRefused
+		if !errors.As(err, &v) || v.Result.Reason != want || v.Result.Success {
+			t.Errorf("%s: %v, want the verdict %s", name, err, want.Text())
+		}
+	}
+	long := strings.Repeat("q", MaxNameBytes+1)
+	verdict("metadata too large", pos(func(p *Position) { p.Metadata = make([]byte, MaxPositionMetadata+1) }), command.Reason_TOO_LARGE)
+	verdict("a position's queue too long", pos(func(p *Position) { p.Queue = long }), command.Reason_NAME_TOO_LONG)
+	verdict("a push's queue too long", Txn{Ops: []TxnOp{{Push: []PushItem{{Queue: long}}}}}, command.Reason_NAME_TOO_LONG)
+	verdict("a KV key too large", Txn{KV: []KVOp{{Op: "get", Ns: "n", Key: strings.Repeat("k", MaxKVKeyBytes+1)}}}, command.Reason_KV_KEY_TOO_LARGE)
+	// Outside a transaction the same name is a 413 name_too_long.
+	_, err = Push([]PushItem{{Queue: long}})
+	if e := FromError(err); e.Kind != TooLarge || e.Code != "name_too_long" || e.Kind.HTTPStatus() != 413 {
+		t.Fatalf("a long queue name on push: %+v", e)
 	}
 }
 
@@ -203,7 +299,7 @@ func TestKV(t *testing.T) {
 		{"getMany no keys", KVOp{Op: "getMany", Ns: "ns"}, Invalid, "kv_bad_key"},
 		{"getMany empty key", KVOp{Op: "getMany", Ns: "ns", Keys: []string{"a", ""}}, Invalid, "kv_bad_key"},
 		{"getMany too many", KVOp{Op: "getMany", Ns: "ns", Keys: make([]string, MaxKVKeysPerOp+1)}, Invalid, "kv_too_many_keys"},
-		{"getPrefix no prefix", KVOp{Op: "getPrefix", Ns: "ns"}, Invalid, "kv_bad_prefix"},
+		{"getPrefix no prefix", KVOp{Op: "getPrefix", Ns: "ns"}, Invalid, "kv_prefix_required"},
 	}
 	for _, tc := range bad {
 		_, err := KVBatch([]KVOp{tc.op})
@@ -256,7 +352,7 @@ func TestTimers(t *testing.T) {
 		{"no queue", sched(func(o *TimerOp) { o.Queue = "" }), Invalid, "timers_bad_queue"},
 		{"no key", sched(func(o *TimerOp) { o.TimerKey = "" }), Invalid, "timers_bad_key"},
 		{"empty partition", sched(func(o *TimerOp) { o.HasPartition = true }), Invalid, "timers_bad_partition"},
-		{"no delay", sched(func(o *TimerOp) { o.HasDelay = false }), Invalid, "timers_bad_delay"},
+		{"no delay", sched(func(o *TimerOp) { o.HasDelay = false }), Invalid, "timers_delay_required"},
 		{"beyond horizon", sched(func(o *TimerOp) { o.DelayMs = MaxTimerHorizonMs + 1 }), Refused, "timer_horizon_exceeded"},
 		{"no txn", sched(func(o *TimerOp) { o.Txn = "" }), Invalid, "timers_bad_txn"},
 		{"payload not zstd", sched(func(o *TimerOp) { o.PayloadZstd = true }), Invalid, "timers_bad_payload"},

@@ -145,7 +145,10 @@ func timerOp(i int, in *TimerOp, standalone bool) (*command.TimerOp, error) {
 		return op, nil
 	}
 	ms := in.DelayMs
-	if !in.HasDelay || math.IsNaN(ms) || math.IsInf(ms, 0) {
+	if !in.HasDelay {
+		return nil, TimersBad("timers_delay_required", at+"a schedule needs delayMs (a number of milliseconds)")
+	}
+	if math.IsNaN(ms) || math.IsInf(ms, 0) {
 		return nil, TimersBad("timers_bad_delay", at+"delayMs must be a number of milliseconds")
 	}
 	if standalone && ms > MaxTimerHorizonMs {

@@ -1541,7 +1541,9 @@ type TransactionRequest struct {
 	Kv             []*KvOp  `protobuf:"bytes,3,rep,name=kv,proto3" json:"kv,omitempty"`
 	// Timers scheduled or cancelled with the rest (addendum §1): the
 	// standalone call's limits do not apply.
-	Timers        []*TimerOp `protobuf:"bytes,4,rep,name=timers,proto3" json:"timers,omitempty"`
+	Timers []*TimerOp `protobuf:"bytes,4,rep,name=timers,proto3" json:"timers,omitempty"`
+	// Where consumer groups read next, set with the rest (addendum §4.2).
+	Positions     []*Position `protobuf:"bytes,5,rep,name=positions,proto3" json:"positions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1604,9 +1606,118 @@ func (x *TransactionRequest) GetTimers() []*TimerOp {
 	return nil
 }
 
+func (x *TransactionRequest) GetPositions() []*Position {
+	if x != nil {
+		return x.Positions
+	}
+	return nil
+}
+
+// Position sets where a consumer group reads one partition next, or
+// forgets it (forget: true; offset is then ignored).
+type Position struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Queue            string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	ConsumerGroup    string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	Partition        string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"` // "" = Default
+	Offset           int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`      // the first offset the group reads next
+	Forget           bool                   `protobuf:"varint,5,opt,name=forget,proto3" json:"forget,omitempty"`
+	Metadata         []byte                 `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`                                         // JSON text, at most 4096 bytes
+	SubscriptionMode string                 `protobuf:"bytes,7,opt,name=subscription_mode,json=subscriptionMode,proto3" json:"subscription_mode,omitempty"` // for a group the queue does not know yet
+	SubscriptionFrom string                 `protobuf:"bytes,8,opt,name=subscription_from,json=subscriptionFrom,proto3" json:"subscription_from,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Position) Reset() {
+	*x = Position{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Position) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Position) ProtoMessage() {}
+
+func (x *Position) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Position.ProtoReflect.Descriptor instead.
+func (*Position) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Position) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Position) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *Position) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *Position) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Position) GetForget() bool {
+	if x != nil {
+		return x.Forget
+	}
+	return false
+}
+
+func (x *Position) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Position) GetSubscriptionMode() string {
+	if x != nil {
+		return x.SubscriptionMode
+	}
+	return ""
+}
+
+func (x *Position) GetSubscriptionFrom() string {
+	if x != nil {
+		return x.SubscriptionFrom
+	}
+	return ""
+}
+
 type TransactionItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // ack | push | kv | timer
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // ack | push | kv | timer | position
 	Success       bool                   `protobuf:"varint,2,opt,name=success,proto3" json:"success,omitempty"`
 	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
 	Dlq           bool                   `protobuf:"varint,4,opt,name=dlq,proto3" json:"dlq,omitempty"`
@@ -1616,14 +1727,15 @@ type TransactionItemResult struct {
 	Queue         string                 `protobuf:"bytes,8,opt,name=queue,proto3" json:"queue,omitempty"`
 	Offset        uint64                 `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`
 	Kv            *KvResult              `protobuf:"bytes,10,opt,name=kv,proto3" json:"kv,omitempty"`
-	Timer         *TimerResult           `protobuf:"bytes,11,opt,name=timer,proto3" json:"timer,omitempty"` // op_index: its ordinal in timers
+	Timer         *TimerResult           `protobuf:"bytes,11,opt,name=timer,proto3" json:"timer,omitempty"`                     // op_index: its ordinal in timers
+	OpIndex       uint32                 `protobuf:"varint,12,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"` // kv, timer, position: the ordinal inside its own array
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionItemResult) Reset() {
 	*x = TransactionItemResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1747,7 @@ func (x *TransactionItemResult) String() string {
 func (*TransactionItemResult) ProtoMessage() {}
 
 func (x *TransactionItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1760,7 @@ func (x *TransactionItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionItemResult.ProtoReflect.Descriptor instead.
 func (*TransactionItemResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{16}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransactionItemResult) GetType() string {
@@ -1728,6 +1840,13 @@ func (x *TransactionItemResult) GetTimer() *TimerResult {
 	return nil
 }
 
+func (x *TransactionItemResult) GetOpIndex() uint32 {
+	if x != nil {
+		return x.OpIndex
+	}
+	return 0
+}
+
 type TransactionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
@@ -1745,7 +1864,7 @@ type TransactionResponse struct {
 
 func (x *TransactionResponse) Reset() {
 	*x = TransactionResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1876,7 @@ func (x *TransactionResponse) String() string {
 func (*TransactionResponse) ProtoMessage() {}
 
 func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1889,7 @@ func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionResponse.ProtoReflect.Descriptor instead.
 func (*TransactionResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{17}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransactionResponse) GetSuccess() bool {
@@ -1832,7 +1951,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1963,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1976,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{18}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExtendLeaseRequest) GetLeaseId() string {
@@ -1886,7 +2005,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2017,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2030,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{19}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseId() string {
@@ -1973,7 +2092,7 @@ type QueueOptions struct {
 
 func (x *QueueOptions) Reset() {
 	*x = QueueOptions{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2104,7 @@ func (x *QueueOptions) String() string {
 func (*QueueOptions) ProtoMessage() {}
 
 func (x *QueueOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2117,7 @@ func (x *QueueOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOptions.ProtoReflect.Descriptor instead.
 func (*QueueOptions) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{20}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueueOptions) GetLeaseTime() int64 {
@@ -2139,7 +2258,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2270,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2283,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{21}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ConfigureRequest) GetQueue() string {
@@ -2209,7 +2328,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2340,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2353,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{22}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ConfigureResponse) GetQueueId() string {
@@ -2288,7 +2407,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2419,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2432,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{23}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteQueueRequest) GetQueue() string {
@@ -2332,7 +2451,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2463,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2476,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{24}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteQueueResponse) GetExisted() bool {
@@ -2392,7 +2511,7 @@ type KvOp struct {
 
 func (x *KvOp) Reset() {
 	*x = KvOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2523,7 @@ func (x *KvOp) String() string {
 func (*KvOp) ProtoMessage() {}
 
 func (x *KvOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2536,7 @@ func (x *KvOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvOp.ProtoReflect.Descriptor instead.
 func (*KvOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{25}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KvOp) GetOp() KvOpKind {
@@ -2545,7 +2664,7 @@ type KvRow struct {
 
 func (x *KvRow) Reset() {
 	*x = KvRow{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2676,7 @@ func (x *KvRow) String() string {
 func (*KvRow) ProtoMessage() {}
 
 func (x *KvRow) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2689,7 @@ func (x *KvRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvRow.ProtoReflect.Descriptor instead.
 func (*KvRow) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{26}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KvRow) GetKey() string {
@@ -2629,7 +2748,7 @@ type KvResult struct {
 
 func (x *KvResult) Reset() {
 	*x = KvResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2760,7 @@ func (x *KvResult) String() string {
 func (*KvResult) ProtoMessage() {}
 
 func (x *KvResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2773,7 @@ func (x *KvResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvResult.ProtoReflect.Descriptor instead.
 func (*KvResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{27}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KvResult) GetOp() string {
@@ -2757,7 +2876,7 @@ type KvRequest struct {
 
 func (x *KvRequest) Reset() {
 	*x = KvRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2888,7 @@ func (x *KvRequest) String() string {
 func (*KvRequest) ProtoMessage() {}
 
 func (x *KvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2901,7 @@ func (x *KvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvRequest.ProtoReflect.Descriptor instead.
 func (*KvRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{28}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KvRequest) GetOperations() []*KvOp {
@@ -2806,7 +2925,7 @@ type KvResponse struct {
 
 func (x *KvResponse) Reset() {
 	*x = KvResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2937,7 @@ func (x *KvResponse) String() string {
 func (*KvResponse) ProtoMessage() {}
 
 func (x *KvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2950,7 @@ func (x *KvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvResponse.ProtoReflect.Descriptor instead.
 func (*KvResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{29}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KvResponse) GetOk() bool {
@@ -2886,7 +3005,7 @@ type TimerOp struct {
 
 func (x *TimerOp) Reset() {
 	*x = TimerOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3017,7 @@ func (x *TimerOp) String() string {
 func (*TimerOp) ProtoMessage() {}
 
 func (x *TimerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3030,7 @@ func (x *TimerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
 func (*TimerOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TimerOp) GetOp() TimerOpKind {
@@ -2986,7 +3105,7 @@ type TimersRequest struct {
 
 func (x *TimersRequest) Reset() {
 	*x = TimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3117,7 @@ func (x *TimersRequest) String() string {
 func (*TimersRequest) ProtoMessage() {}
 
 func (x *TimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3130,7 @@ func (x *TimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimersRequest.ProtoReflect.Descriptor instead.
 func (*TimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TimersRequest) GetOperations() []*TimerOp {
@@ -3037,7 +3156,7 @@ type TimerResult struct {
 
 func (x *TimerResult) Reset() {
 	*x = TimerResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3168,7 @@ func (x *TimerResult) String() string {
 func (*TimerResult) ProtoMessage() {}
 
 func (x *TimerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3181,7 @@ func (x *TimerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
 func (*TimerResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TimerResult) GetOk() bool {
@@ -3130,7 +3249,7 @@ type TimersResponse struct {
 
 func (x *TimersResponse) Reset() {
 	*x = TimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +3261,7 @@ func (x *TimersResponse) String() string {
 func (*TimersResponse) ProtoMessage() {}
 
 func (x *TimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3274,7 @@ func (x *TimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimersResponse.ProtoReflect.Descriptor instead.
 func (*TimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TimersResponse) GetResults() []*TimerResult {
@@ -3176,7 +3295,7 @@ type CancelTimerRequest struct {
 
 func (x *CancelTimerRequest) Reset() {
 	*x = CancelTimerRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3307,7 @@ func (x *CancelTimerRequest) String() string {
 func (*CancelTimerRequest) ProtoMessage() {}
 
 func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3320,7 @@ func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTimerRequest.ProtoReflect.Descriptor instead.
 func (*CancelTimerRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelTimerRequest) GetQueue() string {
@@ -3246,7 +3365,7 @@ type Timer struct {
 
 func (x *Timer) Reset() {
 	*x = Timer{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3258,7 +3377,7 @@ func (x *Timer) String() string {
 func (*Timer) ProtoMessage() {}
 
 func (x *Timer) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3271,7 +3390,7 @@ func (x *Timer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timer.ProtoReflect.Descriptor instead.
 func (*Timer) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Timer) GetQueue() string {
@@ -3375,7 +3494,7 @@ type GetTimerRequest struct {
 
 func (x *GetTimerRequest) Reset() {
 	*x = GetTimerRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3506,7 @@ func (x *GetTimerRequest) String() string {
 func (*GetTimerRequest) ProtoMessage() {}
 
 func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3519,7 @@ func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimerRequest.ProtoReflect.Descriptor instead.
 func (*GetTimerRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetTimerRequest) GetQueue() string {
@@ -3427,7 +3546,7 @@ type GetTimerResponse struct {
 
 func (x *GetTimerResponse) Reset() {
 	*x = GetTimerResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3558,7 @@ func (x *GetTimerResponse) String() string {
 func (*GetTimerResponse) ProtoMessage() {}
 
 func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3571,7 @@ func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimerResponse.ProtoReflect.Descriptor instead.
 func (*GetTimerResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetTimerResponse) GetFound() bool {
@@ -3480,7 +3599,7 @@ type ListTimersRequest struct {
 
 func (x *ListTimersRequest) Reset() {
 	*x = ListTimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3611,7 @@ func (x *ListTimersRequest) String() string {
 func (*ListTimersRequest) ProtoMessage() {}
 
 func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3624,7 @@ func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTimersRequest.ProtoReflect.Descriptor instead.
 func (*ListTimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTimersRequest) GetQueue() string {
@@ -3540,7 +3659,7 @@ type ListTimersResponse struct {
 
 func (x *ListTimersResponse) Reset() {
 	*x = ListTimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3671,7 @@ func (x *ListTimersResponse) String() string {
 func (*ListTimersResponse) ProtoMessage() {}
 
 func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3684,7 @@ func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTimersResponse.ProtoReflect.Descriptor instead.
 func (*ListTimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTimersResponse) GetTimers() []*Timer {
@@ -3599,7 +3718,7 @@ type CountTimersRequest struct {
 
 func (x *CountTimersRequest) Reset() {
 	*x = CountTimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +3730,7 @@ func (x *CountTimersRequest) String() string {
 func (*CountTimersRequest) ProtoMessage() {}
 
 func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +3743,7 @@ func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTimersRequest.ProtoReflect.Descriptor instead.
 func (*CountTimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CountTimersRequest) GetQueue() string {
@@ -3650,7 +3769,7 @@ type CountTimersResponse struct {
 
 func (x *CountTimersResponse) Reset() {
 	*x = CountTimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3781,7 @@ func (x *CountTimersResponse) String() string {
 func (*CountTimersResponse) ProtoMessage() {}
 
 func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3794,7 @@ func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTimersResponse.ProtoReflect.Descriptor instead.
 func (*CountTimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CountTimersResponse) GetCount() uint64 {
@@ -3791,14 +3910,24 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\rTransactionOp\x12(\n" +
 	"\x03ack\x18\x01 \x01(\v2\x14.queen.v1.AckRequestH\x00R\x03ack\x12(\n" +
 	"\x04push\x18\x02 \x01(\v2\x12.queen.v1.PushItemH\x00R\x04pushB\x04\n" +
-	"\x02op\"\xc1\x01\n" +
+	"\x02op\"\xf3\x01\n" +
 	"\x12TransactionRequest\x127\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x17.queen.v1.TransactionOpR\n" +
 	"operations\x12'\n" +
 	"\x0frequired_leases\x18\x02 \x03(\tR\x0erequiredLeases\x12\x1e\n" +
 	"\x02kv\x18\x03 \x03(\v2\x0e.queen.v1.KvOpR\x02kv\x12)\n" +
-	"\x06timers\x18\x04 \x03(\v2\x11.queen.v1.TimerOpR\x06timers\"\xe6\x02\n" +
+	"\x06timers\x18\x04 \x03(\v2\x11.queen.v1.TimerOpR\x06timers\x120\n" +
+	"\tpositions\x18\x05 \x03(\v2\x12.queen.v1.PositionR\tpositions\"\x8b\x02\n" +
+	"\bPosition\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06forget\x18\x05 \x01(\bR\x06forget\x12\x1a\n" +
+	"\bmetadata\x18\x06 \x01(\fR\bmetadata\x12+\n" +
+	"\x11subscription_mode\x18\a \x01(\tR\x10subscriptionMode\x12+\n" +
+	"\x11subscription_from\x18\b \x01(\tR\x10subscriptionFrom\"\x81\x03\n" +
 	"\x15TransactionItemResult\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12%\n" +
@@ -3812,7 +3941,8 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x06offset\x18\t \x01(\x04R\x06offset\x12\"\n" +
 	"\x02kv\x18\n" +
 	" \x01(\v2\x12.queen.v1.KvResultR\x02kv\x12+\n" +
-	"\x05timer\x18\v \x01(\v2\x15.queen.v1.TimerResultR\x05timer\"\x93\x02\n" +
+	"\x05timer\x18\v \x01(\v2\x15.queen.v1.TimerResultR\x05timer\x12\x19\n" +
+	"\bop_index\x18\f \x01(\rR\aopIndex\"\x93\x02\n" +
 	"\x13TransactionResponse\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12\x16\n" +
@@ -4098,7 +4228,7 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 }
 
 var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(PushStatus)(0),               // 0: queen.v1.PushStatus
 	(SubscriptionMode)(0),         // 1: queen.v1.SubscriptionMode
@@ -4122,42 +4252,43 @@ var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(*AckBatchResponse)(nil),      // 19: queen.v1.AckBatchResponse
 	(*TransactionOp)(nil),         // 20: queen.v1.TransactionOp
 	(*TransactionRequest)(nil),    // 21: queen.v1.TransactionRequest
-	(*TransactionItemResult)(nil), // 22: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),   // 23: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),    // 24: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 25: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),          // 26: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),      // 27: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),     // 28: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),    // 29: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 30: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                  // 31: queen.v1.KvOp
-	(*KvRow)(nil),                 // 32: queen.v1.KvRow
-	(*KvResult)(nil),              // 33: queen.v1.KvResult
-	(*KvRequest)(nil),             // 34: queen.v1.KvRequest
-	(*KvResponse)(nil),            // 35: queen.v1.KvResponse
-	(*TimerOp)(nil),               // 36: queen.v1.TimerOp
-	(*TimersRequest)(nil),         // 37: queen.v1.TimersRequest
-	(*TimerResult)(nil),           // 38: queen.v1.TimerResult
-	(*TimersResponse)(nil),        // 39: queen.v1.TimersResponse
-	(*CancelTimerRequest)(nil),    // 40: queen.v1.CancelTimerRequest
-	(*Timer)(nil),                 // 41: queen.v1.Timer
-	(*GetTimerRequest)(nil),       // 42: queen.v1.GetTimerRequest
-	(*GetTimerResponse)(nil),      // 43: queen.v1.GetTimerResponse
-	(*ListTimersRequest)(nil),     // 44: queen.v1.ListTimersRequest
-	(*ListTimersResponse)(nil),    // 45: queen.v1.ListTimersResponse
-	(*CountTimersRequest)(nil),    // 46: queen.v1.CountTimersRequest
-	(*CountTimersResponse)(nil),   // 47: queen.v1.CountTimersResponse
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*Position)(nil),              // 22: queen.v1.Position
+	(*TransactionItemResult)(nil), // 23: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),   // 24: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),    // 25: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 26: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),          // 27: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),      // 28: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),     // 29: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),    // 30: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 31: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                  // 32: queen.v1.KvOp
+	(*KvRow)(nil),                 // 33: queen.v1.KvRow
+	(*KvResult)(nil),              // 34: queen.v1.KvResult
+	(*KvRequest)(nil),             // 35: queen.v1.KvRequest
+	(*KvResponse)(nil),            // 36: queen.v1.KvResponse
+	(*TimerOp)(nil),               // 37: queen.v1.TimerOp
+	(*TimersRequest)(nil),         // 38: queen.v1.TimersRequest
+	(*TimerResult)(nil),           // 39: queen.v1.TimerResult
+	(*TimersResponse)(nil),        // 40: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),    // 41: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                 // 42: queen.v1.Timer
+	(*GetTimerRequest)(nil),       // 43: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),      // 44: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),     // 45: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),    // 46: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),    // 47: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),   // 48: queen.v1.CountTimersResponse
+	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	6,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
 	8,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	48, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	48, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	48, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	49, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	49, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	49, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	11, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
 	10, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
@@ -4168,69 +4299,70 @@ var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	14, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
 	6,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
 	20, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
-	31, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
-	36, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
-	33, // 19: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
-	38, // 20: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
-	22, // 21: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
-	33, // 22: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	48, // 23: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 24: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
-	26, // 25: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
-	3,  // 26: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	48, // 27: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 28: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 29: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 30: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
-	32, // 31: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
-	31, // 32: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
-	33, // 33: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
-	33, // 34: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
-	4,  // 35: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
-	36, // 36: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
-	5,  // 37: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	48, // 38: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
-	38, // 39: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	48, // 40: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	48, // 41: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	48, // 42: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 43: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
-	41, // 44: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
-	7,  // 45: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	10, // 46: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	13, // 47: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	14, // 48: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	18, // 49: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	21, // 50: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	24, // 51: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	27, // 52: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	29, // 53: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	34, // 54: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	37, // 55: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	40, // 56: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	42, // 57: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	44, // 58: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	46, // 59: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	9,  // 60: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	12, // 61: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	12, // 62: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	16, // 63: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	19, // 64: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	23, // 65: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	25, // 66: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	28, // 67: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	30, // 68: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	35, // 69: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	39, // 70: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	38, // 71: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	43, // 72: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	45, // 73: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	47, // 74: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	60, // [60:75] is the sub-list for method output_type
-	45, // [45:60] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	32, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
+	37, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
+	22, // 19: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
+	34, // 20: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
+	39, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
+	23, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
+	34, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
+	49, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
+	27, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
+	3,  // 27: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
+	49, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	49, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	49, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	49, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
+	32, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
+	34, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
+	34, // 35: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
+	4,  // 36: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
+	37, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
+	5,  // 38: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
+	49, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	39, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
+	49, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	49, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	49, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	42, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
+	42, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
+	7,  // 46: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	10, // 47: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	13, // 48: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	14, // 49: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	18, // 50: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	21, // 51: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	25, // 52: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	28, // 53: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	30, // 54: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	35, // 55: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	38, // 56: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	41, // 57: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	43, // 58: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	45, // 59: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	47, // 60: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	9,  // 61: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	12, // 62: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	12, // 63: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	16, // 64: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	19, // 65: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	24, // 66: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	26, // 67: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	29, // 68: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	31, // 69: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	36, // 70: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	40, // 71: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	39, // 72: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	44, // 73: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	46, // 74: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	48, // 75: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	61, // [61:76] is the sub-list for method output_type
+	46, // [46:61] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -4244,19 +4376,19 @@ func file_grpcapi_queenpb_queen_proto_init() {
 		(*TransactionOp_Ack)(nil),
 		(*TransactionOp_Push)(nil),
 	}
-	file_grpcapi_queenpb_queen_proto_msgTypes[20].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[21].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[25].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[22].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[26].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[27].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[30].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[28].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   42,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
