@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
 )
 
@@ -21,6 +22,12 @@ type RaftStatus struct {
 	// StateApplied is the last entry the state holds (it trails Applied
 	// while apply waits, e.g. for disk space).
 	StateApplied uint64
+	// The rest of the 2.x raft object of /health (addendum §4.13):
+	StorageReady   bool     // the state machine applies (apply neither paused nor halted)
+	ClusterVersion uint32   // the log format this node writes
+	Kinds          int      // the kinds of command its state machine applies
+	ApplyFailure   string   // why apply stands still, "" when it does not
+	Skipped        []uint64 // entries skipped as of a kind this node does not know
 }
 
 // LoadStatus is what admission sees (cluster/admission.go).
@@ -53,11 +60,19 @@ func (n *Node) Status() RaftStatus {
 	case raft.Shutdown:
 		role = "shutdown"
 	}
-	return RaftStatus{
+	st := RaftStatus{
 		Role: role, LeaderID: string(id), LeaderAddr: string(addr), Term: n.raft.CurrentTerm(),
 		CommitIndex: n.raft.CommitIndex(), Applied: n.raft.AppliedIndex(), LastIndex: n.raft.LastIndex(),
-		StateApplied: n.fsm.AppliedIndex(),
+		StateApplied: n.fsm.AppliedIndex(), ClusterVersion: command.LogFormat, Kinds: fsm.Kinds(), Skipped: n.fsm.Skipped(),
 	}
+	switch {
+	case n.fsm.Halted():
+		st.ApplyFailure = "halted: the node is stopping with its data disk full"
+	case n.disk.Paused():
+		st.ApplyFailure = "paused: waiting for space on the data disk"
+	}
+	st.StorageReady = st.ApplyFailure == ""
+	return st
 }
 
 // ID is the node's id.

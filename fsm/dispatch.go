@@ -64,6 +64,9 @@ func init() {
 	})
 }
 
+// Kinds is how many kinds of command this FSM applies.
+func Kinds() int { return len(handlers) }
+
 // Applies reports whether this FSM applies cmd (or may skip it): a command
 // with no body it knows would stop every replica that meets it, so it must
 // never enter the log.

@@ -84,7 +84,34 @@ type FSM struct {
 	// keyless: the one warning of a node without a key file that holds a
 	// queue with encryptionEnabled
 	keyless sync.Once
+
+	skippedMu sync.Mutex
+	skipped   []uint64 // the last entries skipped as of a kind this node does not know
 }
+
+// maxSkipped bounds the skipped entries the FSM remembers for /health.
+const maxSkipped = 16
+
+func (f *FSM) noteSkipped(index uint64) {
+	f.skippedMu.Lock()
+	defer f.skippedMu.Unlock()
+	f.skipped = append(f.skipped, index)
+	if len(f.skipped) > maxSkipped {
+		f.skipped = f.skipped[len(f.skipped)-maxSkipped:]
+	}
+}
+
+// Skipped lists the last entries this node skipped because they were of a
+// kind it does not know and marked skippable (a newer node's), newest last.
+func (f *FSM) Skipped() []uint64 {
+	f.skippedMu.Lock()
+	defer f.skippedMu.Unlock()
+	return append([]uint64{}, f.skipped...)
+}
+
+// Halted reports whether apply stopped for good in this process (the node
+// is stopping with its data disk full).
+func (f *FSM) Halted() bool { return f.halted.Load() }
 
 // New opens the FSM over db and msgs, which already hold whatever was
 // applied before a restart: entries at or below its applied index are
@@ -265,6 +292,7 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 	h := handlerFor(cmd)
 	if h == nil {
 		if cmd.Skippable {
+			f.noteSkipped(index)
 			return nil
 		}
 		panic(fmt.Sprintf("fsm: entry %d has a command this node does not know", index))

@@ -27,7 +27,7 @@ func TestPublicStatus(t *testing.T) {
 		{request.Bad("Queue must be a string"), codes.InvalidArgument, "bad_request"},
 		{request.KVBad("kv_bad_namespace", "op at index 0: ns"), codes.InvalidArgument, "kv_bad_namespace"},
 		{fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), codes.Unavailable, "no_leader"},
-		{cluster.ErrNotLeader, codes.Unavailable, "no_leader"},
+		{cluster.ErrNotLeader, codes.Unavailable, "retry"},
 		{cluster.ErrOutcomeUnknown, codes.Unavailable, "outcome_unknown"},
 		{cluster.ErrShutdown, codes.Unavailable, "shutting_down"},
 		{cluster.ErrTimeout, codes.Unavailable, "timeout"},

@@ -19,7 +19,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	ok := a.b.Ready()
 	status, code := "healthy", http.StatusOK
 	if !ok {
-		status, code = "unhealthy", http.StatusServiceUnavailable
+		status, code = "settling", http.StatusServiceUnavailable // no leader known, or far behind the commit
 	}
 	lag := uint64(0)
 	if st.CommitIndex > st.Applied {
@@ -31,7 +31,8 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 		"raft": map[string]any{
 			"role": st.Role, "state": st.Role, "leader": st.LeaderID != "", "leaderId": st.LeaderID,
 			"term": st.Term, "applied": st.Applied, "commit": st.CommitIndex, "lag": lag,
-			"stateApplied": st.StateApplied,
+			"stateApplied": st.StateApplied, "storageReady": st.StorageReady, "clusterVersion": st.ClusterVersion,
+			"kinds": st.Kinds, "apply": map[string]any{"failure": nullable(st.ApplyFailure), "skipped": nonNilU(st.Skipped)},
 		},
 		"load":     loadOut(a.b.Load()),
 		"security": map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},
@@ -121,4 +122,11 @@ func (a *API) auditTrail(w http.ResponseWriter, r *http.Request) {
 			"detail": rec.Detail, "index": rec.Index}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"records": out})
+}
+
+func nonNilU(v []uint64) []uint64 {
+	if v == nil {
+		return []uint64{}
+	}
+	return v
 }

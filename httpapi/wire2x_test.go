@@ -163,3 +163,23 @@ func TestTransactionPositionsAndVerdictsOverHTTP(t *testing.T) {
 		t.Errorf("a long queue name on push: %d %s", code, b)
 	}
 }
+
+// /health's raft object has 2.x's shape (addendum §4.13).
+func TestHealthRaftObjectOf2x(t *testing.T) {
+	l := startLive(t)
+	var h struct {
+		Status string
+		Raft   map[string]any
+	}
+	l.json("GET", "/health", "", 200, &h)
+	for _, k := range []string{"role", "leader", "term", "applied", "commit", "lag", "storageReady", "clusterVersion", "kinds", "apply"} {
+		if _, ok := h.Raft[k]; !ok {
+			t.Errorf("raft.%s is missing: %v", k, h.Raft)
+		}
+	}
+	apply, _ := h.Raft["apply"].(map[string]any)
+	if h.Status != "healthy" || h.Raft["role"] != "leader" || h.Raft["leader"] != true || h.Raft["storageReady"] != true ||
+		h.Raft["kinds"].(float64) < 20 || apply == nil || apply["failure"] != nil || len(apply["skipped"].([]any)) != 0 {
+		t.Errorf("health: %+v", h)
+	}
+}

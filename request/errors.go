@@ -132,7 +132,7 @@ var engineErrors = []struct {
 	code, text string
 }{
 	{cluster.ErrNoLeader, Unavailable, "no_leader", "no leader: the cluster is electing one"},
-	{cluster.ErrNotLeader, Unavailable, "no_leader", "this node cannot reach the leader"},
+	{cluster.ErrNotLeader, Unavailable, "retry", "the leader changed or cannot be reached: nothing was applied; retry"},
 	{cluster.ErrOutcomeUnknown, Unavailable, "outcome_unknown", "the outcome of this write is unknown: it may or may not have been applied; retry it"},
 	{cluster.ErrTimeout, Unavailable, "timeout", "timed out before the write was proposed"},
 	{cluster.ErrShutdown, Unavailable, "shutting_down", "the node is shutting down"},

@@ -432,7 +432,7 @@ func TestFromError(t *testing.T) {
 		retryAfter int
 	}{
 		{fmt.Errorf("x: %w", cluster.ErrNoLeader), 503, codes.Unavailable, "no_leader", 1},
-		{cluster.ErrNotLeader, 503, codes.Unavailable, "no_leader", 1},
+		{cluster.ErrNotLeader, 503, codes.Unavailable, "retry", 1},
 		{cluster.ErrOutcomeUnknown, 503, codes.Unavailable, "outcome_unknown", 1},
 		{cluster.ErrTimeout, 503, codes.Unavailable, "timeout", 1},
 		{cluster.ErrShutdown, 503, codes.Unavailable, "shutting_down", 1},
