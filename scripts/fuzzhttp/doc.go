@@ -66,15 +66,15 @@
 //     header it cannot parse: its plain-text 400, or a reset), or a body
 //     past 256 KiB that net/http stops reading.
 //   - 5xx: none, except the documented 503s: a JSON body with "error" and a
-//     "code" among no_leader, outcome_unknown, timeout, shutting_down
+//     "code" among no_leader, retry, outcome_unknown, timeout, shutting_down
 //     (request/errors.go: the engine's Unavailable errors; spec §1.2,
 //     addendum §4.9), kv_disabled on the KV routes and timers_disabled on
 //     POST /api/v1/timers (the operator's switches, request/verdicts.go;
 //     spec §4.7, addendum §2 and §4.4), each with a Retry-After; and 503
-//     from /health (unhealthy, spec §4.13), which the liveness check
-//     watches. A 500 (internal, or a recovered panic) is always a failure;
-//     507 storage_full cannot happen (the node runs with
-//     --min-free-disk-mb 0), nor can any other 5xx.
+//     from /health (unhealthy or settling, spec §4.13, addendum §4.13),
+//     which the liveness check watches. A 500 (internal, or a recovered
+//     panic) is always a failure; 507 storage_full cannot happen (the node
+//     runs with --min-free-disk-mb 0), nor can any other 5xx.
 //   - no write on a 4xx: for a 4xx answer, the state hash (GET
 //     /api/v1/system/state-hash with an admin token: every bucket of the
 //     state file, the applied index included, and every message) is the

@@ -362,6 +362,14 @@ var shapes = map[string]func(g *gen) base{
 		if g.r.IntN(4) == 0 {
 			x.set("timers", []any{g.timerOp()})
 		}
+		if g.r.IntN(5) == 0 {
+			// Where a group reads a partition (addendum §4.2).
+			p := o("queue", g.queue(), "consumerGroup", pick(g.r, []string{"g1", "g2"}), "offset", pick(g.r, []any{0, 1, 5, nil}))
+			if g.r.IntN(2) == 0 {
+				p.set("partition", g.part())
+			}
+			x.set("positions", []any{p})
+		}
 		return base{body: x}
 	},
 	"POST /api/v1/lease/{leaseId}/extend": func(g *gen) base {

@@ -216,6 +216,7 @@ func TestFiveHundreds(t *testing.T) {
 		ok      bool
 	}{
 		{"POST /api/v1/push", 503, `{"error":"no leader","code":"no_leader"}`, "1", true},
+		{"POST /api/v1/push", 503, `{"error":"the leader changed","code":"retry"}`, "1", true},
 		{"POST /api/v1/ack", 503, `{"error":"?","code":"outcome_unknown"}`, "1", true},
 		{"POST /api/v1/kv", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", true},
 		{"PUT /api/v1/kv/{ns}/{key...}", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", true},

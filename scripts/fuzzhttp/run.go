@@ -502,6 +502,7 @@ func netHTTP400(r *resp) bool {
 // with Retry-After.
 var allowed503 = map[string]string{
 	"no_leader":       "",
+	"retry":           "",
 	"outcome_unknown": "",
 	"timeout":         "",
 	"shutting_down":   "",
