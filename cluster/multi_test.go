@@ -21,6 +21,7 @@ import (
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/grpcapi"
+	"github.com/queen-node/queen-node/nodeproc"
 	"github.com/queen-node/queen-node/raftlog"
 )
 
@@ -39,20 +40,20 @@ type testNode struct {
 	snapMax int64
 }
 
-// freeAddrs returns n distinct free loopback addresses (all listeners are
-// held until every port is chosen, so none is handed out twice).
+// freeAddrs returns n distinct free loopback addresses, below the
+// kernel's ephemeral range (nodeproc.FreeAddrs): a node stopped and started
+// again finds its ports free, never taken by a client connection meanwhile.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().String())
+	sets, err := nodeproc.FreeAddrs((n+3)/4, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	var out []string
+	for _, a := range sets {
+		out = append(out, a.HTTP, a.GRPC, a.Raft, a.Gossip)
+	}
+	return out[:n]
 }
 
 func newTestNode(t *testing.T, id string, expect int, a []string) *testNode {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/queue"
 )
 
 // Pop claims messages for a consumer group, on the leader: a follower
@@ -39,7 +40,18 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		w = n.parking.join(in) // before the first look: no change slips between
 		defer n.parking.leave(w)
 	}
-	empty := func() *command.PopResult { return &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup} }
+	empty := func() *command.PopResult {
+		res := &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}
+		if in.HasConflation { // still say whether it would have conflated (addendum §8)
+			n.fsm.Read(func(r *fsm.Reader) error {
+				if q := r.Queue(in.Queue); q != nil {
+					res.Conflation, res.ConflationEcho, res.ConflationConflict = queue.Conflation(q.Options, in, in.ConsumerGroup)
+				}
+				return nil
+			})
+		}
+		return res
+	}
 	// A pop that joins behind a head does not look itself: the head has
 	// looked or been signalled since the last change, and hands over when
 	// it leaves. (A burst of arrivals during a push would otherwise each

@@ -853,8 +853,12 @@ type Pop struct {
 	LeaseSeconds       int64                  `protobuf:"varint,11,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"` // > 0 overrides the queue's leaseTime
 	Namespace          string                 `protobuf:"bytes,12,opt,name=namespace,proto3" json:"namespace,omitempty"`                            // namespace/task pop (spec §4.3.5): queue is empty
 	Task               string                 `protobuf:"bytes,13,opt,name=task,proto3" json:"task,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The pop's conflation flag (addendum §8), when it sent one; the queue's
+	// stored policy wins over it.
+	HasConflation bool `protobuf:"varint,14,opt,name=has_conflation,json=hasConflation,proto3" json:"has_conflation,omitempty"`
+	Conflation    bool `protobuf:"varint,15,opt,name=conflation,proto3" json:"conflation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pop) Reset() {
@@ -976,6 +980,20 @@ func (x *Pop) GetTask() string {
 		return x.Task
 	}
 	return ""
+}
+
+func (x *Pop) GetHasConflation() bool {
+	if x != nil {
+		return x.HasConflation
+	}
+	return false
+}
+
+func (x *Pop) GetConflation() bool {
+	if x != nil {
+		return x.Conflation
+	}
+	return false
 }
 
 type AckItem struct {
@@ -2728,7 +2746,7 @@ const file_command_commands_proto_rawDesc = "" +
 	"message_id\x18\x06 \x01(\fR\tmessageId\x12!\n" +
 	"\fproducer_sub\x18\a \x01(\tR\vproducerSub\"8\n" +
 	"\x04Push\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.queen.command.v1.PushItemR\x05items\"\xf6\x03\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.queen.command.v1.PushItemR\x05items\"\xbd\x04\n" +
 	"\x03Pop\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12#\n" +
@@ -2745,7 +2763,11 @@ const file_command_commands_proto_rawDesc = "" +
 	" \x01(\tR\aleaseId\x12#\n" +
 	"\rlease_seconds\x18\v \x01(\x03R\fleaseSeconds\x12\x1c\n" +
 	"\tnamespace\x18\f \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04task\x18\r \x01(\tR\x04task\"2\n" +
+	"\x04task\x18\r \x01(\tR\x04task\x12%\n" +
+	"\x0ehas_conflation\x18\x0e \x01(\bR\rhasConflation\x12\x1e\n" +
+	"\n" +
+	"conflation\x18\x0f \x01(\bR\n" +
+	"conflation\"2\n" +
 	"\fSubscription\x12\x0f\n" +
 	"\vDEFAULT_ALL\x10\x00\x12\a\n" +
 	"\x03NEW\x10\x01\x12\b\n" +

@@ -104,6 +104,10 @@ type QueueOptions struct {
 	// (milliseconds; unset or 0 = 300000, never below retry_delay).
 	RetryBackoff  *bool  `protobuf:"varint,18,opt,name=retry_backoff,json=retryBackoff,proto3,oneof" json:"retry_backoff,omitempty"`
 	RetryDelayMax *int64 `protobuf:"varint,19,opt,name=retry_delay_max,json=retryDelayMax,proto3,oneof" json:"retry_delay_max,omitempty"`
+	// Conflation (addendum §8): a group's pop delivers only the newest
+	// message of a partition's backlog. Unset: each pop's flag decides; set,
+	// it wins over the flag.
+	Conflation    *bool `protobuf:"varint,20,opt,name=conflation,proto3,oneof" json:"conflation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +266,13 @@ func (x *QueueOptions) GetRetryDelayMax() int64 {
 		return *x.RetryDelayMax
 	}
 	return 0
+}
+
+func (x *QueueOptions) GetConflation() bool {
+	if x != nil && x.Conflation != nil {
+		return *x.Conflation
+	}
+	return false
 }
 
 type QueueRecord struct {
@@ -553,13 +564,16 @@ func (x *MessageRecord) GetPayload() []byte {
 // delivered run is the seqs first_seq..last_seq; acked lists the seqs of that
 // run acked out of order, above the cursor.
 type Lease struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LeaseId       string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	ExpiresUs     int64                  `protobuf:"varint,2,opt,name=expires_us,json=expiresUs,proto3" json:"expires_us,omitempty"`
-	FirstSeq      uint64                 `protobuf:"varint,3,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
-	LastSeq       uint64                 `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
-	Acked         []uint64               `protobuf:"varint,5,rep,packed,name=acked,proto3" json:"acked,omitempty"`
-	ClaimedUs     int64                  `protobuf:"varint,6,opt,name=claimed_us,json=claimedUs,proto3" json:"claimed_us,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	LeaseId   string                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	ExpiresUs int64                  `protobuf:"varint,2,opt,name=expires_us,json=expiresUs,proto3" json:"expires_us,omitempty"`
+	FirstSeq  uint64                 `protobuf:"varint,3,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	LastSeq   uint64                 `protobuf:"varint,4,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	Acked     []uint64               `protobuf:"varint,5,rep,packed,name=acked,proto3" json:"acked,omitempty"`
+	ClaimedUs int64                  `protobuf:"varint,6,opt,name=claimed_us,json=claimedUs,proto3" json:"claimed_us,omitempty"`
+	// A conflated delivery (addendum §8): only last_seq was delivered, and
+	// when it is done the older seqs of the run are retired with it.
+	Conflated     bool `protobuf:"varint,7,opt,name=conflated,proto3" json:"conflated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,6 +648,13 @@ func (x *Lease) GetClaimedUs() int64 {
 		return x.ClaimedUs
 	}
 	return 0
+}
+
+func (x *Lease) GetConflated() bool {
+	if x != nil {
+		return x.Conflated
+	}
+	return false
 }
 
 // CursorRecord is the state of one (partition, consumer group).
@@ -1523,7 +1544,7 @@ var File_command_records_proto protoreflect.FileDescriptor
 
 const file_command_records_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/records.proto\x12\x10queen.command.v1\"\xac\t\n" +
+	"\x15command/records.proto\x12\x10queen.command.v1\"\xe0\t\n" +
 	"\fQueueOptions\x12\"\n" +
 	"\n" +
 	"lease_time\x18\x01 \x01(\x03H\x00R\tleaseTime\x88\x01\x01\x12$\n" +
@@ -1547,7 +1568,10 @@ const file_command_records_proto_rawDesc = "" +
 	"\x12encryption_enabled\x18\x0f \x01(\bH\x0eR\x11encryptionEnabled\x88\x01\x01\x125\n" +
 	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01\x12(\n" +
 	"\rretry_backoff\x18\x12 \x01(\bH\x10R\fretryBackoff\x88\x01\x01\x12+\n" +
-	"\x0fretry_delay_max\x18\x13 \x01(\x03H\x11R\rretryDelayMax\x88\x01\x01B\r\n" +
+	"\x0fretry_delay_max\x18\x13 \x01(\x03H\x11R\rretryDelayMax\x88\x01\x01\x12#\n" +
+	"\n" +
+	"conflation\x18\x14 \x01(\bH\x12R\n" +
+	"conflation\x88\x01\x01B\r\n" +
 	"\v_lease_timeB\x0e\n" +
 	"\f_retry_limitB\x0e\n" +
 	"\f_retry_delayB\v\n" +
@@ -1565,7 +1589,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\x13_encryption_enabledB\x17\n" +
 	"\x15_dedup_window_secondsB\x10\n" +
 	"\x0e_retry_backoffB\x12\n" +
-	"\x10_retry_delay_maxJ\x04\b\x10\x10\x11\"\xf3\x01\n" +
+	"\x10_retry_delay_maxB\r\n" +
+	"\v_conflationJ\x04\b\x10\x10\x11\"\xf3\x01\n" +
 	"\vQueueRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1593,7 +1618,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\x04 \x01(\x03R\tcreatedUs\x12!\n" +
 	"\fproducer_sub\x18\x05 \x01(\tR\vproducerSub\x12\x18\n" +
-	"\apayload\x18\x06 \x01(\fR\apayload\"\xae\x01\n" +
+	"\apayload\x18\x06 \x01(\fR\apayload\"\xcc\x01\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1d\n" +
 	"\n" +
@@ -1602,7 +1627,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\blast_seq\x18\x04 \x01(\x04R\alastSeq\x12\x14\n" +
 	"\x05acked\x18\x05 \x03(\x04R\x05acked\x12\x1d\n" +
 	"\n" +
-	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\"\xcd\x02\n" +
+	"claimed_us\x18\x06 \x01(\x03R\tclaimedUs\x12\x1c\n" +
+	"\tconflated\x18\a \x01(\bR\tconflated\"\xcd\x02\n" +
 	"\fCursorRecord\x12\x1a\n" +
 	"\bconsumed\x18\x01 \x01(\x04R\bconsumed\x12\x1f\n" +
 	"\vretry_count\x18\x02 \x01(\rR\n" +

@@ -566,9 +566,15 @@ type PopResult struct {
 	LeaseExpiresUs    int64                  `protobuf:"varint,6,opt,name=lease_expires_us,json=leaseExpiresUs,proto3" json:"lease_expires_us,omitempty"`
 	// The stored messages, index-aligned with messages. Not set by apply: the
 	// node that answers the pop reads them after apply, from its own state.
-	Records       []*MessageRecord `protobuf:"bytes,7,rep,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Records []*MessageRecord `protobuf:"bytes,7,rep,name=records,proto3" json:"records,omitempty"`
+	// Conflation (addendum §8): whether this pop conflated, echoed when the
+	// pop asked or the queue has a policy; conflict: the pop's flag lost to
+	// the queue's policy.
+	ConflationEcho     bool `protobuf:"varint,8,opt,name=conflation_echo,json=conflationEcho,proto3" json:"conflation_echo,omitempty"`
+	Conflation         bool `protobuf:"varint,9,opt,name=conflation,proto3" json:"conflation,omitempty"`
+	ConflationConflict bool `protobuf:"varint,10,opt,name=conflation_conflict,json=conflationConflict,proto3" json:"conflation_conflict,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PopResult) Reset() {
@@ -650,6 +656,27 @@ func (x *PopResult) GetRecords() []*MessageRecord {
 	return nil
 }
 
+func (x *PopResult) GetConflationEcho() bool {
+	if x != nil {
+		return x.ConflationEcho
+	}
+	return false
+}
+
+func (x *PopResult) GetConflation() bool {
+	if x != nil {
+		return x.Conflation
+	}
+	return false
+}
+
+func (x *PopResult) GetConflationConflict() bool {
+	if x != nil {
+		return x.ConflationConflict
+	}
+	return false
+}
+
 type AckItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
@@ -662,6 +689,7 @@ type AckItemResult struct {
 	TransactionId string                 `protobuf:"bytes,8,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
 	NotFound      bool                   `protobuf:"varint,9,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
 	LeaseRefused  bool                   `protobuf:"varint,10,opt,name=lease_refused,json=leaseRefused,proto3" json:"lease_refused,omitempty"`
+	Conflated     uint64                 `protobuf:"varint,11,opt,name=conflated,proto3" json:"conflated,omitempty"` // older messages retired with a conflated delivery
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -764,6 +792,13 @@ func (x *AckItemResult) GetLeaseRefused() bool {
 		return x.LeaseRefused
 	}
 	return false
+}
+
+func (x *AckItemResult) GetConflated() uint64 {
+	if x != nil {
+		return x.Conflated
+	}
+	return 0
 }
 
 type AckResult struct {
@@ -2745,7 +2780,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x1f\n" +
 	"\vretry_count\x18\x05 \x01(\rR\n" +
-	"retryCount\"\xb4\x02\n" +
+	"retryCount\"\xae\x03\n" +
 	"\tPopResult\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
 	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12\x19\n" +
@@ -2753,7 +2788,13 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12partitions_claimed\x18\x04 \x01(\rR\x11partitionsClaimed\x12;\n" +
 	"\bmessages\x18\x05 \x03(\v2\x1f.queen.command.v1.PoppedMessageR\bmessages\x12(\n" +
 	"\x10lease_expires_us\x18\x06 \x01(\x03R\x0eleaseExpiresUs\x129\n" +
-	"\arecords\x18\a \x03(\v2\x1f.queen.command.v1.MessageRecordR\arecords\"\xa9\x02\n" +
+	"\arecords\x18\a \x03(\v2\x1f.queen.command.v1.MessageRecordR\arecords\x12'\n" +
+	"\x0fconflation_echo\x18\b \x01(\bR\x0econflationEcho\x12\x1e\n" +
+	"\n" +
+	"conflation\x18\t \x01(\bR\n" +
+	"conflation\x12/\n" +
+	"\x13conflation_conflict\x18\n" +
+	" \x01(\bR\x12conflationConflict\"\xc7\x02\n" +
 	"\rAckItemResult\x12\x18\n" +
 	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x14\n" +
@@ -2765,7 +2806,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\x0etransaction_id\x18\b \x01(\tR\rtransactionId\x12\x1b\n" +
 	"\tnot_found\x18\t \x01(\bR\bnotFound\x12#\n" +
 	"\rlease_refused\x18\n" +
-	" \x01(\bR\fleaseRefused\"B\n" +
+	" \x01(\bR\fleaseRefused\x12\x1c\n" +
+	"\tconflated\x18\v \x01(\x04R\tconflated\"B\n" +
 	"\tAckResult\x125\n" +
 	"\x05items\x18\x01 \x03(\v2\x1f.queen.command.v1.AckItemResultR\x05items\"\xc3\x02\n" +
 	"\vTimerResult\x12\x0e\n" +

@@ -331,6 +331,11 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		for _, q := range c.q.Touched() {
 			changes.touch(q)
 		}
+		if m := f.opts.Metrics; m != nil {
+			for q, n := range c.q.Conflated() {
+				m.conflated.add(q, n, time.Now())
+			}
+		}
 		if c.all {
 			changes.touch("*")
 		}

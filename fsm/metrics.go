@@ -1,6 +1,11 @@
 package fsm
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the FSM's Prometheus collectors, registered on a registry the
 // caller passes in (never the global one: tests run several nodes).
@@ -11,6 +16,7 @@ type Metrics struct {
 	batchEntries    prometheus.Histogram
 	snapshotSeconds prometheus.Histogram
 	snapshotBytes   prometheus.Gauge
+	conflated       *perMinute
 }
 
 // NewMetrics creates and registers the FSM collectors.
@@ -45,9 +51,74 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Size of the last snapshot written.",
 		}),
 	}
+	m.conflated = newPerMinute(prometheus.NewDesc("queen_queue_conflated_per_minute",
+		"Messages that conflated deliveries retired undelivered in the last minute, by queue (addendum §8).", []string{"queue"}, nil))
 	if reg != nil {
 		reg.MustRegister(m.applySeconds, m.applyPanics, m.batchSeconds, m.batchEntries,
-			m.snapshotSeconds, m.snapshotBytes)
+			m.snapshotSeconds, m.snapshotBytes, m.conflated)
 	}
 	return m
+}
+
+// perMinute is a gauge by queue of what was counted in the last minute:
+// sixty one-second buckets per queue, summed when scraped.
+type perMinute struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	by   map[string]*[60]minuteBucket
+}
+
+type minuteBucket struct {
+	sec int64
+	n   uint64
+}
+
+func newPerMinute(desc *prometheus.Desc) *perMinute {
+	return &perMinute{desc: desc, by: map[string]*[60]minuteBucket{}}
+}
+
+func (p *perMinute) add(queue string, n uint64, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ring := p.by[queue]
+	if ring == nil {
+		ring = &[60]minuteBucket{}
+		p.by[queue] = ring
+	}
+	sec := at.Unix()
+	b := &ring[sec%60]
+	if b.sec != sec {
+		b.sec, b.n = sec, 0
+	}
+	b.n += n
+}
+
+// sum is the count of the last minute before at.
+func (p *perMinute) sum(queue string, at time.Time) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var total uint64
+	if ring := p.by[queue]; ring != nil {
+		for _, b := range ring {
+			if at.Unix()-b.sec < 60 {
+				total += b.n
+			}
+		}
+	}
+	return total
+}
+
+func (p *perMinute) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+
+func (p *perMinute) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	p.mu.Lock()
+	queues := make([]string, 0, len(p.by))
+	for q := range p.by {
+		queues = append(queues, q)
+	}
+	p.mu.Unlock()
+	for _, q := range queues {
+		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, float64(p.sum(q, now)), q)
+	}
 }

@@ -31,6 +31,7 @@ type (
 	PartitionStats = queue.PartitionStats
 	DLQFilter      = queue.DLQFilter
 	PopReadiness   = queue.PopReadiness
+	Depth          = queue.Depth
 )
 
 func (f *FSM) reader(r store.Reader) *Reader {

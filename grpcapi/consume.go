@@ -32,7 +32,10 @@ func (s *Public) Consume(in *queenpb.ConsumeRequest, stream queenpb.Queen_Consum
 	if decoded.Wait <= 0 {
 		decoded.Wait = request.DefaultPopWait
 	}
-	cmd, wait, match := s.rules.Pop(decoded)
+	cmd, wait, match, err := s.rules.Pop(decoded)
+	if err != nil {
+		return publicStatus(err)
+	}
 	ctx := stream.Context()
 	if !auth.CommandInScope(ctx, &command.Command{Body: &command.Command_Pop{Pop: cmd}}, nil) {
 		return status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)

@@ -62,7 +62,10 @@ func popOut(r *command.PopResult) *queenpb.PopResponse {
 	out := &queenpb.PopResponse{
 		Queue: r.Queue, ConsumerGroup: r.ConsumerGroup, LeaseId: r.LeaseId,
 		PartitionsClaimed: r.PartitionsClaimed, LeaseExpiresAt: stamp(r.LeaseExpiresUs),
-		Messages: make([]*queenpb.Message, len(r.Messages)),
+		Messages: make([]*queenpb.Message, len(r.Messages)), ConflationConflict: r.ConflationConflict,
+	}
+	if r.ConflationEcho {
+		out.Conflation = &r.Conflation
 	}
 	for i, m := range r.Messages {
 		rec := &command.MessageRecord{}

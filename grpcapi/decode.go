@@ -55,6 +55,7 @@ func pop(in *queenpb.PopRequest) (request.Pop, error) {
 	if in.Partition != "" && in.Queue != "" {
 		out.Partition, out.HasPartition = in.Partition, true
 	}
+	out.Conflation = in.Conflation
 	switch in.SubscriptionMode {
 	case queenpb.SubscriptionMode_SUBSCRIPTION_MODE_NEW:
 		out.SubscriptionMode = "new"

@@ -157,7 +157,10 @@ func (s *Public) Pop(ctx context.Context, in *queenpb.PopRequest) (*queenpb.PopR
 	if err != nil {
 		return nil, publicStatus(err)
 	}
-	cmd, wait, match := s.rules.Pop(decoded)
+	cmd, wait, match, err := s.rules.Pop(decoded)
+	if err != nil {
+		return nil, publicStatus(err)
+	}
 	if !match {
 		return &queenpb.PopResponse{Queue: in.Queue}, nil
 	}

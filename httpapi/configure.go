@@ -95,6 +95,14 @@ func optionsOut(o *command.QueueOptions) map[string]any {
 		"retentionSeconds": o.GetRetentionSeconds(), "completedRetentionSeconds": o.GetCompletedRetentionSeconds(),
 		"retentionEnabled": o.GetRetentionEnabled(), "encryptionEnabled": o.GetEncryptionEnabled(),
 		"maxWaitTimeSeconds": o.GetMaxWaitTimeSeconds(), "dedupWindowSeconds": queue.DedupWindowUs(o) / 1e6,
-		"retryBackoff": o.GetRetryBackoff(), "retryDelayMax": o.GetRetryDelayMax(),
+		"retryBackoff": o.GetRetryBackoff(), "retryDelayMax": o.GetRetryDelayMax(), "conflation": nullableBool(o.Conflation),
 	}
+}
+
+// nullableBool is an optional option: null when it was never set.
+func nullableBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
 }

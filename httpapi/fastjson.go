@@ -127,6 +127,7 @@ func appendPopResult(b []byte, res *command.PopResult) []byte {
 		b = appendMicros(b, res.LeaseExpiresUs)
 		b = append(b, '"')
 	}
+	b = appendConflation(b, res)
 	b = append(b, `,"messages":[`...)
 	for i, m := range res.Messages {
 		rec := res.Records[i]
@@ -164,4 +165,18 @@ func appendPopResult(b []byte, res *command.PopResult) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
+}
+
+// appendConflation writes the conflation echo of a pop (addendum §8) when
+// there is one.
+func appendConflation(b []byte, res *command.PopResult) []byte {
+	if !res.ConflationEcho {
+		return b
+	}
+	b = append(b, `,"conflation":`...)
+	b = strconv.AppendBool(b, res.Conflation)
+	if res.ConflationConflict {
+		b = append(b, `,"conflationConflict":true`...)
+	}
+	return b
 }

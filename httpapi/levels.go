@@ -22,6 +22,7 @@ var routeLevels = map[string]routeAccess{
 	"POST /api/v1/timers":                                   {level: auth.ReadWrite, producer: true},
 	"GET /api/v1/resources/queues":                          {level: auth.ReadOnly},
 	"GET /api/v1/resources/queues/{queue}":                  {level: auth.ReadOnly},
+	"GET /api/v1/resources/queues/{queue}/depth":            {level: auth.ReadOnly},
 	"DELETE /api/v1/resources/queues/{queue}":               {level: auth.Admin},
 	"GET /api/v1/dlq":                                       {level: auth.ReadOnly},
 	"GET /api/v1/kv/{ns}/{key...}":                          {level: auth.ReadOnly},

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/queen-node/queen-node/auth"
@@ -17,6 +18,10 @@ func popQuery(r *http.Request) request.Pop {
 		ConsumerGroup: q.Get("consumerGroup"), Batch: queryInt(r, "batch", 1), Partitions: queryInt(r, "partitions", 1),
 		AutoAck: queryBool(r, "autoAck"), LeaseSeconds: queryInt(r, "leaseSeconds", 0),
 		SubscriptionMode: q.Get("subscriptionMode"), SubscriptionFrom: q.Get("subscriptionFrom"),
+	}
+	if v := q.Get("conflation"); v != "" {
+		on := queryBool(r, "conflation")
+		in.Conflation = &on
 	}
 	if queryBool(r, "wait") {
 		ms := queryInt(r, "timeout", request.DefaultPopWait.Milliseconds())
@@ -56,7 +61,11 @@ func (a *API) popNamespace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop) {
-	in, wait, match := a.rules.Pop(decoded)
+	in, wait, match, err := a.rules.Pop(decoded)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	if !match {
 		w.WriteHeader(http.StatusNoContent) // bad values never 4xx on pop: nothing can match
 		return
@@ -71,6 +80,11 @@ func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop)
 		return
 	}
 	if len(res.Messages) == 0 {
+		if res.ConflationConflict { // the queue's policy won over the flag: say so, even with nothing (addendum §8)
+			b := append([]byte(`{"success":true,"queue":`), strconv.Quote(res.Queue)...)
+			writeRawJSON(w, http.StatusOK, append(append(appendConflation(b, res), `,"messages":[]}`...), '\n'))
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}

@@ -183,3 +183,48 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 		"pagination": map[string]any{"limit": f.Limit, "offset": f.Offset},
 	})
 }
+
+// queueDepth is GET /api/v1/resources/queues/:queue/depth[?group=]
+// (addendum §8): what the queue holds for one group (default: queue mode).
+func (a *API) queueDepth(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	if !auth.InScope(r.Context(), name) {
+		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+		return
+	}
+	var d fsm.Depth
+	var found bool
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+		d, found = rd.Depth(name, r.URL.Query().Get("group"), a.b.Now())
+		return nil
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !found {
+		notFound(w, "Queue not found")
+		return
+	}
+	parts := make([]map[string]any, len(d.Partitions))
+	for i, p := range d.Partitions {
+		parts[i] = map[string]any{"partition": p.Partition, "pending": p.Pending, "processing": p.Processing, "ready": p.Ready,
+			"conflatedDeliveryInProgress": p.ConflatedDeliveryInProgress}
+	}
+	var conflation any
+	if d.Conflation != nil {
+		conflation = *d.Conflation
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"queue": name, "group": orQueueMode(r.URL.Query().Get("group")), "pending": d.Pending, "partitionsPending": d.PartitionsPending,
+		"conflation": conflation, "effectivePending": d.EffectivePending, "processing": d.Processing, "ready": d.Ready,
+		"partitionsReady": d.PartitionsReady, "effectiveReady": d.EffectiveReady, "partitions": parts,
+	})
+}
+
+func orQueueMode(group string) string {
+	if group == "" {
+		return command.QueueModeGroup
+	}
+	return group
+}

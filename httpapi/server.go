@@ -133,6 +133,7 @@ func (a *API) routes() {
 	h("POST /api/v1/lease/{leaseId}/extend", a.extendLease)
 	h("GET /api/v1/resources/queues", a.listQueues)
 	h("GET /api/v1/resources/queues/{queue}", a.getQueue)
+	h("GET /api/v1/resources/queues/{queue}/depth", a.queueDepth)
 	h("DELETE /api/v1/resources/queues/{queue}", a.deleteQueue)
 	h("GET /api/v1/dlq", a.dlq)
 	h("POST /api/v1/kv", a.kvBatch)

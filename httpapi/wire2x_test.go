@@ -183,3 +183,72 @@ func TestHealthRaftObjectOf2x(t *testing.T) {
 		t.Errorf("health: %+v", h)
 	}
 }
+
+// Conflation and queue depth over HTTP (addendum §8).
+func TestConflationAndDepthOverHTTP(t *testing.T) {
+	l := startLive(t)
+	for _, path := range []string{
+		"/api/v1/pop/queue/px?conflation=true", // queue mode
+		"/api/v1/pop/queue/px?conflation=true&consumerGroup=g&autoAck=true",
+	} {
+		if code, b := l.do("GET", path, ""); code != 400 || !strings.Contains(string(b), "conflation") {
+			t.Errorf("%s: %d %s, want 400", path, code, b)
+		}
+	}
+	var items []string
+	for i := 1; i <= 5; i++ {
+		items = append(items, fmt.Sprintf(`{"queue":"px","partition":"eur","transactionId":"p%d"}`, i))
+	}
+	items = append(items, `{"queue":"px","partition":"usd","transactionId":"u1"}`)
+	l.json("POST", "/api/v1/push", `{"items":[`+strings.Join(items, ",")+`]}`, 201, nil)
+	var depth map[string]any
+	l.json("GET", "/api/v1/resources/queues/px/depth?group=ui", "", 200, &depth)
+	if depth["pending"] != float64(6) || depth["partitionsPending"] != float64(2) || depth["effectivePending"] != float64(6) || depth["conflation"] != nil {
+		t.Errorf("depth before a policy: %v", depth)
+	}
+	l.json("POST", "/api/v1/configure", `{"queue":"px","options":{"conflation":true}}`, 200, nil)
+	l.json("GET", "/api/v1/resources/queues/px/depth?group=ui", "", 200, &depth)
+	if depth["conflation"] != true || depth["effectivePending"] != float64(2) || depth["effectiveReady"] != float64(2) {
+		t.Errorf("depth under conflation: %v", depth)
+	}
+	var pop struct {
+		Conflation         *bool
+		ConflationConflict bool
+		Messages           []popMsg
+	}
+	l.json("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=ui&subscriptionMode=all&batch=10", "", 200, &pop)
+	if len(pop.Messages) != 1 || pop.Messages[0].TransactionID != "p5" || pop.Conflation == nil || !*pop.Conflation {
+		t.Fatalf("a conflated pop: %+v", pop)
+	}
+	l.json("GET", "/api/v1/resources/queues/px/depth?group=ui", "", 200, &depth)
+	if depth["processing"] != float64(5) {
+		t.Errorf("depth while the conflated delivery is processed: %v", depth)
+	}
+	ack := fmt.Sprintf(`{"transactionId":"p5","partitionId":%q,"leaseId":%q,"consumerGroup":"ui","status":"completed"}`, pop.Messages[0].PartitionID, pop.Messages[0].LeaseID)
+	l.json("POST", "/api/v1/ack", ack, 200, nil)
+	// Nothing left in eur; a conflicting flag gets a 200 with a body even when empty.
+	code, b := l.do("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=ui&conflation=false", "")
+	if code != 200 || !strings.Contains(string(b), `"conflationConflict":true`) || !strings.Contains(string(b), `"messages":[]`) {
+		t.Errorf("an empty pop whose flag conflicts: %d %s", code, b)
+	}
+	if code, _ := l.do("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=ui", ""); code != 204 {
+		t.Errorf("an empty flag-less pop: %d, want 204", code)
+	}
+	if code, b := l.do("GET", "/api/v1/resources/queues/nope/depth", ""); code != 404 {
+		t.Errorf("depth of no queue: %d %s", code, b)
+	}
+	_, prom := l.do("GET", "/metrics/prometheus", "")
+	if !strings.Contains(string(prom), `queen_queue_conflated_per_minute{queue="px"} 4`) {
+		t.Errorf("the conflated gauge: %s", grepLines(string(prom), "conflated"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}

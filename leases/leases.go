@@ -14,6 +14,14 @@ func Live(l *command.Lease, now int64) bool {
 	return l != nil && l.LeaseId != "" && now < l.ExpiresUs
 }
 
+// GrantConflated returns a lease over the run first..last of which only
+// last was delivered (addendum §8): when last is done, the run is.
+func GrantConflated(id string, now, expiresUs int64, first, last uint64) *command.Lease {
+	l := Grant(id, now, expiresUs, first, last)
+	l.Conflated = true
+	return l
+}
+
 // Grant returns a lease over the delivered run first..last.
 func Grant(id string, now, expiresUs int64, first, last uint64) *command.Lease {
 	return &command.Lease{LeaseId: id, ExpiresUs: expiresUs, FirstSeq: first, LastSeq: last, ClaimedUs: now}
@@ -44,6 +52,10 @@ func MarkConsumed(cur *command.CursorRecord, seq uint64) (runDone bool) {
 	l := cur.Lease
 	switch {
 	case seq <= cur.Consumed:
+	case l != nil && l.Conflated && seq == l.LastSeq:
+		// A conflated delivery is done (addendum §8): the older messages of
+		// its run were never delivered, and are retired with it.
+		cur.Consumed, l.Acked = seq, nil
 	case seq == cur.Consumed+1:
 		cur.Consumed = seq
 		if l != nil {

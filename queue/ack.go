@@ -257,6 +257,13 @@ func (t *Tx) consume(ag *ackGroup, seq uint64, r *command.AckItemResult) {
 	cur := ag.cs.rec
 	before := cur.Consumed
 	runDone := leases.MarkConsumed(cur, seq)
+	if l := cur.Lease; l != nil && l.Conflated && seq == l.LastSeq && cur.Consumed > before+1 {
+		r.Conflated = cur.Consumed - before - 1 // retired undelivered (addendum §8)
+		if t.conflated == nil {
+			t.conflated = map[string]uint64{}
+		}
+		t.conflated[ag.ps.rec.Queue] += r.Conflated
+	}
 	t.consumed(ag.qs, ag.group, before, cur.Consumed)
 	if cur.Consumed != before {
 		cur.RetryCount = 0 // the head moved on: its failures are history

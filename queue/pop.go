@@ -128,6 +128,7 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 		// First contact of this group with this queue records where it
 		// starts, even if this pop finds nothing (spec §5.7).
 		gs := t.registerGroup(qname, group, in.Subscription, in.SubscriptionFromUs)
+		conflate := conflation(qs.rec.Options, in, group, res)
 		expires := t.now + leaseSeconds(qs.rec.Options, in.LeaseSeconds)*1e6
 		claim := func(ps *partState) bool {
 			cs := t.cursor(ps.rec.Id, group)
@@ -137,7 +138,13 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 			if !evaluate(t.batch, qs.rec, ps.rec, cs.rec, t.now).ok {
 				return false
 			}
-			seqs := deliverable(t.batch, qs.rec, ps.rec, max(cs.rec.Consumed, ps.rec.FirstSeq-1), budget, &bytesLeft, t.now)
+			from := max(cs.rec.Consumed, ps.rec.FirstSeq-1)
+			var seqs []uint64
+			if conflate {
+				seqs = newest(t.batch, qs.rec, ps.rec, &bytesLeft, t.now)
+			} else {
+				seqs = deliverable(t.batch, qs.rec, ps.rec, from, budget, &bytesLeft, t.now)
+			}
 			if len(seqs) == 0 {
 				return false
 			}
@@ -153,6 +160,9 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 				cs.rec.RetryCount = 0
 			} else {
 				cs.rec.Lease = leases.Grant(in.LeaseId, t.now, expires, seqs[0], seqs[len(seqs)-1])
+				if conflate {
+					cs.rec.Lease = leases.GrantConflated(in.LeaseId, t.now, expires, from+1, seqs[0])
+				}
 				leases.Put(t.tx, leases.Holder{LeaseID: in.LeaseId, PID: ps.rec.Id, Group: group, ExpiresUs: expires})
 				res.LeaseExpiresUs = expires
 			}
@@ -280,4 +290,50 @@ func (t *Tx) registerGroup(queue, group string, sub command.Pop_Subscription, fr
 	}
 	gs.dirty = true
 	return gs
+}
+
+// conflation decides whether a group's pop conflates in a queue and notes
+// in res what the pop is answered with (NoteConflation).
+func conflation(o *command.QueueOptions, in *command.Pop, group string, res *command.PopResult) bool {
+	on, echo, conflict := Conflation(o, in, group)
+	res.ConflationEcho = res.ConflationEcho || echo
+	res.Conflation = res.Conflation || on
+	res.ConflationConflict = res.ConflationConflict || conflict
+	return on
+}
+
+// Conflation is the rule of addendum §8: whether a pop of group conflates
+// in a queue with options o: the queue's stored policy wins over the pop's
+// flag; queue mode and autoAck never conflate. echo: the answer says
+// whether it conflated (the pop asked, or the queue has a policy);
+// conflict: the pop's flag lost to the policy.
+func Conflation(o *command.QueueOptions, in *command.Pop, group string) (on, echo, conflict bool) {
+	on, echo = in.HasConflation && in.Conflation, in.HasConflation
+	if p := o.GetConflation(); o != nil && o.Conflation != nil {
+		conflict = in.HasConflation && in.Conflation != p
+		on, echo = p, true
+	}
+	if group == "" || group == command.QueueModeGroup || in.AutoAck {
+		on = false
+	}
+	return on, echo, conflict
+}
+
+// newest is a conflated delivery of p: its newest message, when delayed
+// processing lets it go and the byte budget has room (at least one message
+// always goes).
+func newest(es entries, q *command.QueueRecord, p *command.PartitionRecord, bytesLeft *int, now int64) []uint64 {
+	last := p.NextSeq - 1
+	e, err := es.Entry(p.Id, last)
+	if err != nil {
+		return nil
+	}
+	if d := q.Options.GetDelayedProcessing() * 1e6; d > 0 && e.CreatedUs+d > now {
+		return nil
+	}
+	if int(e.Length) > *bytesLeft && *bytesLeft < MaxPopBytes {
+		return nil
+	}
+	*bytesLeft -= int(e.Length)
+	return []uint64{last}
 }

@@ -27,12 +27,27 @@ type Pop struct {
 	SubscriptionMode string
 	SubscriptionFrom string
 	Wait             time.Duration // long-poll up to this long; 0 = answer at once
+	// Conflation is the pop's conflation flag (addendum §8); nil = not sent.
+	Conflation *bool
 }
 
 // Pop turns a pop into its command and the time to wait. match=false means
 // it names something no queue can have (a name the state cannot key): the
-// answer is empty (HTTP 204) without asking the node.
-func (r *Rules) Pop(in Pop) (cmd *command.Pop, wait time.Duration, match bool) {
+// answer is empty (HTTP 204) without asking the node. The one refusal is
+// conflation where it cannot apply (addendum §8): without a consumer
+// group, with autoAck, or across a namespace's queues.
+func (r *Rules) Pop(in Pop) (cmd *command.Pop, wait time.Duration, match bool, err error) {
+	if in.Conflation != nil && *in.Conflation {
+		group := in.ConsumerGroup
+		switch {
+		case group == "" || group == command.QueueModeGroup:
+			return nil, 0, false, Bad("conflation needs a consumerGroup (it is not for queue mode)")
+		case in.AutoAck:
+			return nil, 0, false, Bad("conflation does not go with autoAck")
+		case in.Queue == "":
+			return nil, 0, false, Bad("conflation needs a queue (not a namespace pop)")
+		}
+	}
 	cmd = &command.Pop{
 		Queue: in.Queue, ConsumerGroup: in.ConsumerGroup, Namespace: in.Namespace, Task: in.Task,
 		Batch: uint32(min(max(in.Batch, 1), MaxPopBatch)), Partitions: uint32(min(max(in.Partitions, 1), MaxPopPartitions)),
@@ -48,9 +63,12 @@ func (r *Rules) Pop(in Pop) (cmd *command.Pop, wait time.Duration, match bool) {
 		cmd.LeaseSeconds = min(in.LeaseSeconds, MaxSeconds)
 	}
 	cmd.Subscription, cmd.SubscriptionFromUs = r.subscription(in.SubscriptionMode, in.SubscriptionFrom)
+	if in.Conflation != nil {
+		cmd.HasConflation, cmd.Conflation = true, *in.Conflation
+	}
 	wait = min(max(in.Wait, 0), MaxPopWait)
 	match = keyable(cmd.Queue, cmd.ConsumerGroup, cmd.Partition, cmd.Namespace, cmd.Task)
-	return cmd, wait, match
+	return cmd, wait, match, nil
 }
 
 // subscription resolves where a named group's first pop starts (spec §5.7).

@@ -70,16 +70,35 @@ func TestPush(t *testing.T) {
 
 func TestPop(t *testing.T) {
 	r := New(Options{})
-	cmd, wait, match := r.Pop(Pop{Queue: "q", Batch: -5, Partitions: 1 << 40, Wait: time.Hour, ConsumerGroup: command.QueueModeGroup})
+	cmd, wait, match, _ := r.Pop(Pop{Queue: "q", Batch: -5, Partitions: 1 << 40, Wait: time.Hour, ConsumerGroup: command.QueueModeGroup})
 	if !match || cmd.Batch != 1 || cmd.Partitions != MaxPopPartitions || wait != MaxPopWait || cmd.ConsumerGroup != "" {
 		t.Fatalf("clamps: %v wait %v match %v", cmd, wait, match)
 	}
-	cmd, _, _ = r.Pop(Pop{Queue: "q", Partition: "p", HasPartition: true, Partitions: 5, LeaseSeconds: 1 << 50})
+	cmd, _, _, _ = r.Pop(Pop{Queue: "q", Partition: "p", HasPartition: true, Partitions: 5, LeaseSeconds: 1 << 50})
 	if !cmd.HasPartition || cmd.Partitions != 1 || cmd.LeaseSeconds != MaxSeconds {
 		t.Fatalf("partition route: %v", cmd)
 	}
-	if _, _, match := r.Pop(Pop{Queue: "q", ConsumerGroup: "a\x00b"}); match {
+	if _, _, match, _ := r.Pop(Pop{Queue: "q", ConsumerGroup: "a\x00b"}); match {
 		t.Fatal("an unkeyable group matched")
+	}
+	on, off := true, false
+	for _, c := range []struct {
+		name string
+		in   Pop
+	}{
+		{"queue mode", Pop{Queue: "q", Conflation: &on}},
+		{"__QUEUE_MODE__", Pop{Queue: "q", ConsumerGroup: command.QueueModeGroup, Conflation: &on}},
+		{"autoAck", Pop{Queue: "q", ConsumerGroup: "g", AutoAck: true, Conflation: &on}},
+		{"a namespace pop", Pop{Namespace: "n", ConsumerGroup: "g", Conflation: &on}},
+	} {
+		_, _, _, err := r.Pop(c.in)
+		wantErr(t, "conflation with "+c.name, err, Invalid, "conflation")
+	}
+	if cmd, _, _, err := r.Pop(Pop{Queue: "q", ConsumerGroup: "g", Conflation: &on}); err != nil || !cmd.HasConflation || !cmd.Conflation {
+		t.Fatalf("conflation on a group: %v %v", cmd, err)
+	}
+	if cmd, _, _, err := r.Pop(Pop{Queue: "q", AutoAck: true, Conflation: &off}); err != nil || !cmd.HasConflation || cmd.Conflation {
+		t.Fatalf("conflation=false is only a flag: %v %v", cmd, err)
 	}
 	subs := []struct {
 		opts       Options
@@ -95,7 +114,7 @@ func TestPop(t *testing.T) {
 		{Options{}, "all", "not a time", command.Pop_DEFAULT_ALL},
 	}
 	for _, tc := range subs {
-		cmd, _, _ := New(tc.opts).Pop(Pop{Queue: "q", ConsumerGroup: "g", SubscriptionMode: tc.mode, SubscriptionFrom: tc.from})
+		cmd, _, _, _ := New(tc.opts).Pop(Pop{Queue: "q", ConsumerGroup: "g", SubscriptionMode: tc.mode, SubscriptionFrom: tc.from})
 		if cmd.Subscription != tc.want {
 			t.Errorf("mode %q from %q (default %q): %v, want %v", tc.mode, tc.from, tc.opts.DefaultSubscriptionMode, cmd.Subscription, tc.want)
 		}

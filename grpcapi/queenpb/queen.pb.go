@@ -648,8 +648,11 @@ type PopRequest struct {
 	LeaseSeconds     int64                  `protobuf:"varint,10,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"` // > 0 overrides the queue's leaseTime
 	Namespace        string                 `protobuf:"bytes,11,opt,name=namespace,proto3" json:"namespace,omitempty"`                            // pop across the queues of a namespace (queue empty)
 	Task             string                 `protobuf:"bytes,12,opt,name=task,proto3" json:"task,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Conflation (addendum §8): deliver only the newest message of each
+	// partition's backlog; a consumer group only, never with auto_ack.
+	Conflation    *bool `protobuf:"varint,13,opt,name=conflation,proto3,oneof" json:"conflation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PopRequest) Reset() {
@@ -764,6 +767,13 @@ func (x *PopRequest) GetTask() string {
 		return x.Task
 	}
 	return ""
+}
+
+func (x *PopRequest) GetConflation() bool {
+	if x != nil && x.Conflation != nil {
+		return *x.Conflation
+	}
+	return false
 }
 
 type Message struct {
@@ -906,8 +916,12 @@ type PopResponse struct {
 	PartitionsClaimed uint32                 `protobuf:"varint,4,opt,name=partitions_claimed,json=partitionsClaimed,proto3" json:"partitions_claimed,omitempty"`
 	LeaseExpiresAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	Messages          []*Message             `protobuf:"bytes,6,rep,name=messages,proto3" json:"messages,omitempty"` // empty: nothing to deliver
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Whether this pop conflated, set when it asked or the queue has a
+	// policy; conflation_conflict: the queue's policy won over its flag.
+	Conflation         *bool `protobuf:"varint,7,opt,name=conflation,proto3,oneof" json:"conflation,omitempty"`
+	ConflationConflict bool  `protobuf:"varint,8,opt,name=conflation_conflict,json=conflationConflict,proto3" json:"conflation_conflict,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PopResponse) Reset() {
@@ -980,6 +994,20 @@ func (x *PopResponse) GetMessages() []*Message {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *PopResponse) GetConflation() bool {
+	if x != nil && x.Conflation != nil {
+		return *x.Conflation
+	}
+	return false
+}
+
+func (x *PopResponse) GetConflationConflict() bool {
+	if x != nil {
+		return x.ConflationConflict
+	}
+	return false
 }
 
 type ConsumeRequest struct {
@@ -2086,6 +2114,8 @@ type QueueOptions struct {
 	// (default 300000).
 	RetryBackoff  *bool  `protobuf:"varint,18,opt,name=retry_backoff,json=retryBackoff,proto3,oneof" json:"retry_backoff,omitempty"`
 	RetryDelayMax *int64 `protobuf:"varint,19,opt,name=retry_delay_max,json=retryDelayMax,proto3,oneof" json:"retry_delay_max,omitempty"`
+	// Conflation (addendum §8): unset, each pop's flag decides; set, it wins.
+	Conflation    *bool `protobuf:"varint,20,opt,name=conflation,proto3,oneof" json:"conflation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2244,6 +2274,13 @@ func (x *QueueOptions) GetRetryDelayMax() int64 {
 		return *x.RetryDelayMax
 	}
 	return 0
+}
+
+func (x *QueueOptions) GetConflation() bool {
+	if x != nil && x.Conflation != nil {
+		return *x.Conflation
+	}
+	return false
 }
 
 type ConfigureRequest struct {
@@ -3829,7 +3866,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\btrace_id\x18\a \x01(\tR\atraceId\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\">\n" +
 	"\fPushResponse\x12.\n" +
-	"\aresults\x18\x01 \x03(\v2\x14.queen.v1.PushResultR\aresults\"\xba\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.queen.v1.PushResultR\aresults\"\xee\x03\n" +
 	"\n" +
 	"PopRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
@@ -3846,7 +3883,11 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\rlease_seconds\x18\n" +
 	" \x01(\x03R\fleaseSeconds\x12\x1c\n" +
 	"\tnamespace\x18\v \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04task\x18\f \x01(\tR\x04task\"\x8d\x03\n" +
+	"\x04task\x18\f \x01(\tR\x04task\x12#\n" +
+	"\n" +
+	"conflation\x18\r \x01(\bH\x00R\n" +
+	"conflation\x88\x01\x01B\r\n" +
+	"\v_conflation\"\x8d\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12\x19\n" +
@@ -3862,14 +3903,19 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	" \x01(\tR\aleaseId\x12%\n" +
 	"\x0econsumer_group\x18\v \x01(\tR\rconsumerGroup\x12\x1f\n" +
 	"\vretry_count\x18\f \x01(\rR\n" +
-	"retryCount\"\x89\x02\n" +
+	"retryCount\"\xee\x02\n" +
 	"\vPopResponse\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
 	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\tR\aleaseId\x12-\n" +
 	"\x12partitions_claimed\x18\x04 \x01(\rR\x11partitionsClaimed\x12D\n" +
 	"\x10lease_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12-\n" +
-	"\bmessages\x18\x06 \x03(\v2\x11.queen.v1.MessageR\bmessages\"\xb9\x01\n" +
+	"\bmessages\x18\x06 \x03(\v2\x11.queen.v1.MessageR\bmessages\x12#\n" +
+	"\n" +
+	"conflation\x18\a \x01(\bH\x00R\n" +
+	"conflation\x88\x01\x01\x12/\n" +
+	"\x13conflation_conflict\x18\b \x01(\bR\x12conflationConflictB\r\n" +
+	"\v_conflation\"\xb9\x01\n" +
 	"\x0eConsumeRequest\x12&\n" +
 	"\x03pop\x18\x01 \x01(\v2\x14.queen.v1.PopRequestR\x03pop\x12.\n" +
 	"\x13max_unacked_batches\x18\x02 \x01(\rR\x11maxUnackedBatches\x12*\n" +
@@ -3959,7 +4005,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\asuccess\x18\x02 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x129\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xac\t\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xe0\t\n" +
 	"\fQueueOptions\x12\"\n" +
 	"\n" +
 	"lease_time\x18\x01 \x01(\x03H\x00R\tleaseTime\x88\x01\x01\x12$\n" +
@@ -3983,7 +4029,10 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x12encryption_enabled\x18\x0f \x01(\bH\x0eR\x11encryptionEnabled\x88\x01\x01\x125\n" +
 	"\x14dedup_window_seconds\x18\x11 \x01(\x03H\x0fR\x12dedupWindowSeconds\x88\x01\x01\x12(\n" +
 	"\rretry_backoff\x18\x12 \x01(\bH\x10R\fretryBackoff\x88\x01\x01\x12+\n" +
-	"\x0fretry_delay_max\x18\x13 \x01(\x03H\x11R\rretryDelayMax\x88\x01\x01B\r\n" +
+	"\x0fretry_delay_max\x18\x13 \x01(\x03H\x11R\rretryDelayMax\x88\x01\x01\x12#\n" +
+	"\n" +
+	"conflation\x18\x14 \x01(\bH\x12R\n" +
+	"conflation\x88\x01\x01B\r\n" +
 	"\v_lease_timeB\x0e\n" +
 	"\f_retry_limitB\x0e\n" +
 	"\f_retry_delayB\v\n" +
@@ -4001,7 +4050,8 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x13_encryption_enabledB\x17\n" +
 	"\x15_dedup_window_secondsB\x10\n" +
 	"\x0e_retry_backoffB\x12\n" +
-	"\x10_retry_delay_maxJ\x04\b\x10\x10\x11\"\xad\x01\n" +
+	"\x10_retry_delay_maxB\r\n" +
+	"\v_conflationJ\x04\b\x10\x10\x11\"\xad\x01\n" +
 	"\x10ConfigureRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
 	"\tnamespace\x18\x02 \x01(\tH\x00R\tnamespace\x88\x01\x01\x12\x17\n" +
@@ -4370,6 +4420,8 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	if File_grpcapi_queenpb_queen_proto != nil {
 		return
 	}
+	file_grpcapi_queenpb_queen_proto_msgTypes[4].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[6].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[8].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[11].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[14].OneofWrappers = []any{
