@@ -81,6 +81,9 @@ func (n *Node) leaderForwardAddr() string {
 // Apply turns cmd into one log entry, on the leader, and returns the FSM's
 // result for that entry (never "index N committed").
 func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, error) {
+	if res := n.refused(cmd); res != nil {
+		return res, nil
+	}
 	release, err := n.admit(cmd)
 	if err != nil {
 		return nil, err
@@ -89,6 +92,25 @@ func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, 
 	return route(n, ctx,
 		func() (proto.Message, error) { return n.applyLocal(ctx, cmd) },
 		func(addr string) (proto.Message, error) { return n.fwd.Apply(ctx, addr, cmd) })
+}
+
+// refused is the answer this node's state already gives cmd without an
+// entry (fsm.Reader.Refused: a switch is off for it, a seek names nothing),
+// or nil. It reads the local state: a follower a moment behind may refuse
+// a call the leader would have let through a little earlier than it
+// would, never one the switches let through for good.
+func (n *Node) refused(cmd *command.Command) proto.Message {
+	switch cmd.Body.(type) {
+	case *command.Command_Kv, *command.Command_Timers, *command.Command_Transaction, *command.Command_Seek:
+	default:
+		return nil
+	}
+	var res proto.Message
+	n.fsm.Read(func(r *fsm.Reader) error {
+		res = r.Refused(cmd)
+		return nil
+	})
+	return res
 }
 
 // ApplyLocal applies cmd if this node leads, else answers ErrNotLeader: the

@@ -55,8 +55,12 @@ func applySetSubscription(c *applyCtx, cmd *command.Command) (proto.Message, boo
 	return c.q.SetSubscription(cmd.GetSetSubscription()), true
 }
 
+// applySeek moves a group; a seek that finds no queue (or no partition)
+// keeps nothing, so it leaves no audit record either.
 func applySeek(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	return c.q.Seek(cmd.GetSeek()), true
+	in := cmd.GetSeek()
+	res := c.q.Seek(in)
+	return res, res.QueueFound && (!in.OnePartition || res.PartitionFound)
 }
 
 func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
@@ -113,8 +117,8 @@ func applyRetain(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 // refused whole (never half applied).
 func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	ops := cmd.GetTimers().Ops
-	if c.meta.TimersScheduleDisabled && timers.Schedules(ops) {
-		return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}, false
+	if off := switchedOff(c.meta, cmd); off != nil {
+		return off, false
 	}
 	if at := timers.Conflict(ops, c.q.Encrypts); at >= 0 {
 		return &command.TimerBatchResult{Reason: command.Reason_BAD_REQUEST, FailedIndex: int32(at)}, false

@@ -26,8 +26,8 @@ func (c *applyCtx) kvOps(ops []*command.KVOp) ([]*command.KVResult, int) {
 // order; a required op that loses rolls the whole call back.
 func applyKV(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetKv()
-	if c.meta.KvDisabled {
-		return &command.KVBatchResult{Ok: false, Reason: command.Reason_KV_DISABLED, FailedIndex: -1}, false
+	if off := switchedOff(c.meta, cmd); off != nil {
+		return off, false
 	}
 	res, failed := c.kvOps(in.Ops)
 	if failed >= 0 {

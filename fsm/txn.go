@@ -21,11 +21,8 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		return &command.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
 	}
 
-	if len(in.Kv) > 0 && c.meta.KvDisabled {
-		return refuse(command.Reason_KV_DISABLED, "kv is disabled by the operator")
-	}
-	if c.meta.TimersScheduleDisabled && timers.Schedules(in.Timers) {
-		return refuse(command.Reason_TIMERS_DISABLED, "timer scheduling is disabled by the operator")
+	if off := switchedOff(c.meta, cmd); off != nil {
+		return off, false
 	}
 	if at := timers.Conflict(in.Timers, c.q.Encrypts); at >= 0 {
 		return refuse(command.Reason_BAD_REQUEST, "timer "+strconv.Itoa(at)+" ("+in.Timers[at].Queue+"): encrypted is set, but the queue encrypts at rest and owns that flag")

@@ -59,6 +59,11 @@ func (rd *Reader) Partitions(queue string) []*command.PartitionRecord {
 	return out
 }
 
+// HasPartition reports whether the queue has the named partition.
+func (rd *Reader) HasPartition(queue, name string) bool {
+	return rd.r.Get(bPartitions, join(queue, name)) != nil
+}
+
 // PartitionByID returns a partition, or nil.
 func (rd *Reader) PartitionByID(pid []byte) *command.PartitionRecord {
 	v := rd.r.Get(bPartitionIDs, pid)

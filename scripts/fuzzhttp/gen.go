@@ -383,6 +383,13 @@ var shapes = map[string]func(g *gen) base{
 	"GET /api/v1/resources/queues/{queue}": func(g *gen) base {
 		return base{params: [][2]string{{"queue", g.queue()}}}
 	},
+	"GET /api/v1/resources/queues/{queue}/depth": func(g *gen) base {
+		b := base{params: [][2]string{{"queue", g.queue()}}}
+		if g.r.IntN(2) == 0 {
+			b.query = [][2]string{{"group", pick(g.r, []string{"g1", "ui", "__QUEUE_MODE__", ""})}}
+		}
+		return b
+	},
 	"DELETE /api/v1/resources/queues/{queue}": func(g *gen) base {
 		return base{params: [][2]string{{"queue", g.queue()}}}
 	},
