@@ -242,12 +242,13 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 	}
 	var out []*command.DLQRecord
 	total := 0
-	take := func(v []byte) {
+	take := func(tk, v []byte) {
 		d := &command.DLQRecord{}
 		command.MustDecodeRecord(v, d)
 		if !match(d) {
 			return
 		}
+		d.RecordId = append([]byte(nil), tk...)
 		if total >= f.Offset && len(out) < f.Limit {
 			out = append(out, d)
 		}
@@ -273,7 +274,7 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 				}
 				continue
 			}
-			take(v)
+			take(k[len(pfx):], v)
 		}
 		return out, total
 	}
@@ -289,7 +290,7 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 			continue
 		}
 		if v := rd.r.Get(bDLQ, append(append([]byte(nil), qid...), k...)); v != nil {
-			take(v)
+			take(k, v)
 		}
 	}
 	return out, total
