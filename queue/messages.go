@@ -209,7 +209,9 @@ func (rd *Reader) FindMessage(pid []byte, txn string) (*command.PartitionRecord,
 }
 
 // Deleted reports whether seq of p is deleted.
-func (rd *Reader) Deleted(p *command.PartitionRecord, seq uint64) bool { return isDeleted(rd.r, p, seq) }
+func (rd *Reader) Deleted(p *command.PartitionRecord, seq uint64) bool {
+	return isDeleted(rd.r, p, seq)
+}
 
 // DeadLetterByID returns the dead letter with the id, or nil.
 func (rd *Reader) DeadLetterByID(id []byte) *command.DLQRecord {
@@ -535,4 +537,3 @@ func (rd *Reader) MessageDetail(pid []byte, txn string, now int64) *MessageDetai
 		Mode:       MessagesMode{HasQueueMode: pv.qm != nil, BusGroups: pv.bus},
 	}
 }
-
