@@ -191,11 +191,21 @@ func (s *Public) ReplayDeadLetter(ctx context.Context, in *queenpb.ReplayDeadLet
 		if pid, err = request.MessageRef(in.PartitionId, in.TransactionId); err != nil {
 			return nil, publicStatus(err)
 		}
-		src, ok := s.node.PartitionQueue(ctx, pid)
-		if !ok {
+		if err = request.CheckName("consumerGroup", in.ConsumerGroup); err != nil {
+			return nil, publicStatus(err)
+		}
+		var rec *command.DLQRecord
+		err = s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
+			rec = rd.Reader.DeadLetterOf(pid, in.TransactionId, in.ConsumerGroup)
+			return nil
+		})
+		if err != nil {
+			return nil, publicStatus(err)
+		}
+		if rec == nil {
 			return nil, publicStatus(request.DeadLetterGone())
 		}
-		cmd, err = request.Retry(pid, in.TransactionId, in.ConsumerGroup, src, to)
+		cmd, err = request.ReplayByID(rec.RecordId, rec.Queue, to)
 	}
 	if err != nil {
 		return nil, publicStatus(err)

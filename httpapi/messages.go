@@ -301,12 +301,24 @@ func (a *API) retryMessage(w http.ResponseWriter, r *http.Request) {
 	if g := r.URL.Query().Get("consumerGroup"); g != "" {
 		group = g
 	}
-	src, ok := a.b.PartitionQueue(r.Context(), pid)
-	if !ok {
+	if err := request.CheckName("consumerGroup", group); err != nil {
+		writeError(w, err)
+		return
+	}
+	var rec *command.DLQRecord
+	err = a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+		rec = rd.Reader.DeadLetterOf(pid, txn, group)
+		return nil
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if rec == nil {
 		writeError(w, request.DeadLetterGone())
 		return
 	}
-	cmd, err := request.Retry(pid, txn, group, src, to)
+	cmd, err := request.ReplayByID(rec.RecordId, rec.Queue, to)
 	if err != nil {
 		writeError(w, err)
 		return

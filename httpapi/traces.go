@@ -44,8 +44,8 @@ func decodeTrace(o object) (request.Trace, error) {
 			return in, request.Bad("traceNames must be a string or an array of strings")
 		}
 	}
-	if raw, has := o["data"]; has && present(raw) {
-		in.Data = []byte(raw)
+	if raw, has := o["data"]; has {
+		in.Data = []byte(raw) // null is data too: only a missing member is refused
 	}
 	return in, nil
 }

@@ -72,6 +72,22 @@ func dlqOfMessage(r store.Reader, pid []byte, txn string) []*command.DLQRecord {
 	return out
 }
 
+// deadLetterOf is the rule naming a dead letter by its message: of the
+// partition's dead letters carrying the transactionId, the oldest failure
+// under the group ("" = queue mode, as an ack that names no group). A
+// replayed record is gone, so a retried call never moves another group's.
+func deadLetterOf(r store.Reader, pid []byte, txn, group string) *command.DLQRecord {
+	if group == "" {
+		group = command.QueueModeGroup
+	}
+	for _, rec := range dlqOfMessage(r, pid, txn) {
+		if rec.ConsumerGroup == group {
+			return rec
+		}
+	}
+	return nil
+}
+
 // addDeadLetter files rec in the queue's DLQ, the time index and the
 // message index.
 func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
@@ -119,17 +135,8 @@ func (t *Tx) ReplayDeadLetter(in *command.ReplayDeadLetter) *command.ReplayResul
 	var rec *command.DLQRecord
 	if len(in.RecordId) > 0 {
 		qid, rec = dlqRecord(t.tx, in.RecordId)
-	} else {
-		group := in.ConsumerGroup
-		if group == "" {
-			group = command.QueueModeGroup
-		}
-		for _, r := range dlqOfMessage(t.tx, in.PartitionId, in.TransactionId) {
-			if r.ConsumerGroup == group {
-				qid, rec = t.tx.Get(bDLQTime, r.RecordId), r
-				break
-			}
-		}
+	} else if rec = deadLetterOf(t.tx, in.PartitionId, in.TransactionId, in.ConsumerGroup); rec != nil {
+		qid = append([]byte(nil), t.tx.Get(bDLQTime, rec.RecordId)...)
 	}
 	if rec == nil || rec.Queue != in.SourceQueue {
 		return res // the front end read another state: answered as gone, nothing written

@@ -219,6 +219,12 @@ func (rd *Reader) DeadLetterByID(id []byte) *command.DLQRecord {
 	return rec
 }
 
+// DeadLetterOf returns the dead letter a retry of (pid, txn) under group
+// names (see deadLetterOf), or nil.
+func (rd *Reader) DeadLetterOf(pid []byte, txn, group string) *command.DLQRecord {
+	return deadLetterOf(rd.r, pid, txn, group)
+}
+
 // DeadLettersOf lists the dead letters of partition pid whose
 // transactionId is txn, oldest failure first.
 func (rd *Reader) DeadLettersOf(pid []byte, txn string) []*command.DLQRecord {

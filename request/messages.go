@@ -122,29 +122,16 @@ func DeadLetterID(id string) ([]byte, error) {
 	return b, nil
 }
 
-// ReplayByID is the entry of POST /api/v1/dlq/:id/replay; sourceQueue is
-// the record's queue as the front end read it.
+// ReplayByID is the entry of POST /api/v1/dlq/:id/replay, and of POST
+// /api/v1/messages/:p/:t/retry once the front end found that message's
+// dead letter (queue.Reader.DeadLetterOf); sourceQueue is the record's
+// queue as the front end read it.
 func ReplayByID(id []byte, sourceQueue string, to Destination) (*command.Command, error) {
 	if err := to.check(); err != nil {
 		return nil, err
 	}
 	return &command.Command{Body: &command.Command_ReplayDeadLetter{ReplayDeadLetter: &command.ReplayDeadLetter{
 		RecordId: id, SourceQueue: sourceQueue, Queue: to.Queue, Partition: to.Partition, MessageId: NewMessageID()}}}, nil
-}
-
-// Retry is the entry of POST /api/v1/messages/:p/:t/retry: the dead letter
-// of that message under group ("" = queue mode); sourceQueue is the
-// partition's queue.
-func Retry(pid []byte, txn, group, sourceQueue string, to Destination) (*command.Command, error) {
-	if err := CheckName("consumerGroup", group); err != nil {
-		return nil, err
-	}
-	if err := to.check(); err != nil {
-		return nil, err
-	}
-	return &command.Command{Body: &command.Command_ReplayDeadLetter{ReplayDeadLetter: &command.ReplayDeadLetter{
-		PartitionId: pid, TransactionId: txn, ConsumerGroup: group, SourceQueue: sourceQueue,
-		Queue: to.Queue, Partition: to.Partition, MessageId: NewMessageID()}}}, nil
 }
 
 // DeadLetterGone is the answer of a replay whose record is not there (a
