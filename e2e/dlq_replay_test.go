@@ -104,7 +104,9 @@ func TestDeadLetterReplayOnACluster(t *testing.T) {
 	if hasRecord() || !hasMessage() {
 		t.Fatal("after the retry: the record is there or the message is not")
 	}
-	var list struct{ Messages []struct{ TransactionID string } }
+	var list struct {
+		Messages []struct{ TransactionID string }
+	}
 	b.mustStatus(200, "GET", "/api/v1/messages?queue=jobs", nil).decode(t, &list)
 	n := 0
 	for _, m := range list.Messages {
