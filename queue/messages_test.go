@@ -86,6 +86,11 @@ func TestDeletedMessagesAreSkipped(t *testing.T) {
 	if p := h.partRec("q", "p"); p.Deleted != 3 {
 		t.Fatalf("tombstones counted %d", p.Deleted)
 	}
+	h.read(func(rd *Reader) {
+		if st := rd.Stats(rd.PartitionByID(pid), h.now); st.Total != 2 || st.Pending != 2 {
+			t.Fatalf("stats with tombstones: %+v", st)
+		}
+	})
 	var got []string
 	pop := h.pop(&command.Pop{Queue: "q", Batch: 10, LeaseId: "L1"})
 	h.read(func(rd *Reader) { got = txns(pop, rd) })

@@ -222,6 +222,10 @@ func (rd *Reader) Stats(p *command.PartitionRecord, now int64) PartitionStats {
 	if pending := last - consumed; pending > processing {
 		st.Pending = pending - processing
 	}
+	if p.Deleted > 0 { // deleted messages no queue-mode pop has passed yet are not pending
+		st.Total -= min(st.Total, p.Deleted)
+		st.Pending -= min(st.Pending, rd.deletedAfter(p, consumed))
+	}
 	return st
 }
 
@@ -311,3 +315,13 @@ func (rd *Reader) Committed() []msgstore.PartitionState {
 
 // Live reports whether a partition id is in the state.
 func (rd *Reader) Live(pid []byte) bool { return rd.r.Get(bPartitionIDs, pid) != nil }
+
+// deletedAfter counts p's tombstones above seq.
+func (rd *Reader) deletedAfter(p *command.PartitionRecord, seq uint64) uint64 {
+	var n uint64
+	c := rd.r.Cursor(bDeleted)
+	for k, _ := c.Seek(tombKey(p.Id, seq+1)); k != nil && hasPrefix(k, p.Id); k, _ = c.Next() {
+		n++
+	}
+	return n
+}
