@@ -37,6 +37,22 @@ func Action(cmd *command.Command) (action, detail string) {
 			opt(s.PushMaintenance), opt(s.PopMaintenance), opt(s.KvEnabled), opt(s.TimersScheduleEnabled), opt(s.TimersFireEnabled))
 	case *command.Command_AuditNote:
 		return b.AuditNote.Action, b.AuditNote.Detail
+	case *command.Command_ReplayDeadLetter:
+		r := b.ReplayDeadLetter
+		to := "own partition"
+		if r.Queue != "" {
+			to = fmt.Sprintf("queue=%q partition=%q", r.Queue, r.Partition)
+		}
+		if len(r.RecordId) > 0 {
+			return "dlq_replay", fmt.Sprintf("record=%x sourceQueue=%q to %s", r.RecordId, r.SourceQueue, to)
+		}
+		return "dlq_replay", fmt.Sprintf("partitionId=%x transactionId=%q group=%q sourceQueue=%q to %s",
+			r.PartitionId, r.TransactionId, r.ConsumerGroup, r.SourceQueue, to)
+	case *command.Command_PurgeDeadLetters:
+		return "dlq_purge", fmt.Sprintf("queue=%q group=%q", b.PurgeDeadLetters.Queue, b.PurgeDeadLetters.ConsumerGroup)
+	case *command.Command_DeleteMessage:
+		d := b.DeleteMessage
+		return "delete_message", fmt.Sprintf("partitionId=%x seq=%d transactionId=%q", d.PartitionId, d.Seq, d.TransactionId)
 	}
 	return "", ""
 }

@@ -106,6 +106,17 @@ func CommandInScope(ctx context.Context, cmd *command.Command, partitionQueue fu
 		return id.Touches(b.Seek.Queue)
 	case *command.Command_SetSubscription:
 		return false
+	case *command.Command_DeleteMessage:
+		q, ok := partitionQueue(b.DeleteMessage.PartitionId)
+		return ok && id.Touches(q)
+	case *command.Command_RecordTrace:
+		q, ok := partitionQueue(b.RecordTrace.PartitionId)
+		return ok && id.Touches(q)
+	case *command.Command_ReplayDeadLetter:
+		r := b.ReplayDeadLetter
+		return r.SourceQueue != "" && id.Touches(r.SourceQueue) && (r.Queue == "" || id.Touches(r.Queue))
+	case *command.Command_PurgeDeadLetters:
+		return id.Touches(b.PurgeDeadLetters.Queue)
 	}
 	return true
 }

@@ -285,6 +285,10 @@ type Command struct {
 	//	*Command_Seek
 	//	*Command_DrainBuffer
 	//	*Command_AuditNote
+	//	*Command_DeleteMessage
+	//	*Command_ReplayDeadLetter
+	//	*Command_PurgeDeadLetters
+	//	*Command_RecordTrace
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -542,6 +546,42 @@ func (x *Command) GetAuditNote() *AuditNote {
 	return nil
 }
 
+func (x *Command) GetDeleteMessage() *DeleteMessage {
+	if x != nil {
+		if x, ok := x.Body.(*Command_DeleteMessage); ok {
+			return x.DeleteMessage
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReplayDeadLetter() *ReplayDeadLetter {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ReplayDeadLetter); ok {
+			return x.ReplayDeadLetter
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPurgeDeadLetters() *PurgeDeadLetters {
+	if x != nil {
+		if x, ok := x.Body.(*Command_PurgeDeadLetters); ok {
+			return x.PurgeDeadLetters
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRecordTrace() *RecordTrace {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RecordTrace); ok {
+			return x.RecordTrace
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -626,6 +666,22 @@ type Command_AuditNote struct {
 	AuditNote *AuditNote `protobuf:"bytes,29,opt,name=audit_note,json=auditNote,proto3,oneof"`
 }
 
+type Command_DeleteMessage struct {
+	DeleteMessage *DeleteMessage `protobuf:"bytes,31,opt,name=delete_message,json=deleteMessage,proto3,oneof"`
+}
+
+type Command_ReplayDeadLetter struct {
+	ReplayDeadLetter *ReplayDeadLetter `protobuf:"bytes,32,opt,name=replay_dead_letter,json=replayDeadLetter,proto3,oneof"`
+}
+
+type Command_PurgeDeadLetters struct {
+	PurgeDeadLetters *PurgeDeadLetters `protobuf:"bytes,33,opt,name=purge_dead_letters,json=purgeDeadLetters,proto3,oneof"`
+}
+
+type Command_RecordTrace struct {
+	RecordTrace *RecordTrace `protobuf:"bytes,34,opt,name=record_trace,json=recordTrace,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -665,6 +721,14 @@ func (*Command_Seek) isCommand_Body() {}
 func (*Command_DrainBuffer) isCommand_Body() {}
 
 func (*Command_AuditNote) isCommand_Body() {}
+
+func (*Command_DeleteMessage) isCommand_Body() {}
+
+func (*Command_ReplayDeadLetter) isCommand_Body() {}
+
+func (*Command_PurgeDeadLetters) isCommand_Body() {}
+
+func (*Command_RecordTrace) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2699,12 +2763,354 @@ func (x *AuditNote) GetDetail() string {
 	return ""
 }
 
+// DeleteMessage removes one message from view (spec §4.9): a tombstone in
+// the state file that pops skip, never a rewrite of the message files. The
+// front end resolved (partition_id, transaction_id) to seq from a committed
+// view; apply deletes it only if seq still holds that transactionId and is
+// not deleted yet. The message's traces go in the same entry.
+type DeleteMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PartitionId   []byte                 `protobuf:"bytes,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMessage) Reset() {
+	*x = DeleteMessage{}
+	mi := &file_command_commands_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessage) ProtoMessage() {}
+
+func (x *DeleteMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessage.ProtoReflect.Descriptor instead.
+func (*DeleteMessage) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeleteMessage) GetPartitionId() []byte {
+	if x != nil {
+		return x.PartitionId
+	}
+	return nil
+}
+
+func (x *DeleteMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *DeleteMessage) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+// ReplayDeadLetter moves a dead letter back into a partition as a new
+// message carrying transactionId "dlq:<record id>", and removes the record,
+// in one entry. The record is named by its id (record_id) or by the
+// message it holds: (partition_id, transaction_id) and its group. A push
+// the dedup window refuses writes nothing and keeps the record.
+type ReplayDeadLetter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RecordId      []byte                 `protobuf:"bytes,1,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`          // the record's key in the DLQ time index (20 bytes)
+	PartitionId   []byte                 `protobuf:"bytes,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"` // by message: the partition the dead letter came from
+	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,4,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // by message: "" = __QUEUE_MODE__
+	SourceQueue   string                 `protobuf:"bytes,5,opt,name=source_queue,json=sourceQueue,proto3" json:"source_queue,omitempty"`       // the record's queue as the front end read it (scopes); apply checks it
+	Queue         string                 `protobuf:"bytes,6,opt,name=queue,proto3" json:"queue,omitempty"`                                      // destination; "" = the record's own queue and partition
+	Partition     string                 `protobuf:"bytes,7,opt,name=partition,proto3" json:"partition,omitempty"`                              // destination partition; "" = Default when queue is set
+	MessageId     []byte                 `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`             // the new message's id, minted by the proposer
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLetter) Reset() {
+	*x = ReplayDeadLetter{}
+	mi := &file_command_commands_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLetter) ProtoMessage() {}
+
+func (x *ReplayDeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLetter.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLetter) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReplayDeadLetter) GetRecordId() []byte {
+	if x != nil {
+		return x.RecordId
+	}
+	return nil
+}
+
+func (x *ReplayDeadLetter) GetPartitionId() []byte {
+	if x != nil {
+		return x.PartitionId
+	}
+	return nil
+}
+
+func (x *ReplayDeadLetter) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetter) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetter) GetSourceQueue() string {
+	if x != nil {
+		return x.SourceQueue
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetter) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetter) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetter) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+// PurgeDeadLetters removes a queue's dead letters (optionally one group's),
+// oldest first, at most limit per entry.
+type PurgeDeadLetters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // "" = every group
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLetters) Reset() {
+	*x = PurgeDeadLetters{}
+	mi := &file_command_commands_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLetters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLetters) ProtoMessage() {}
+
+func (x *PurgeDeadLetters) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLetters.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLetters) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PurgeDeadLetters) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeDeadLetters) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *PurgeDeadLetters) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// RecordTrace stores one trace event of a message (spec §4.15). As for
+// DeleteMessage, seq is the front end's resolution of (partition_id,
+// transaction_id), checked by apply.
+type RecordTrace struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PartitionId   []byte                 `protobuf:"bytes,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,4,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	TraceNames    []string               `protobuf:"bytes,5,rep,name=trace_names,json=traceNames,proto3" json:"trace_names,omitempty"`
+	EventType     string                 `protobuf:"bytes,6,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Data          []byte                 `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`                      // JSON text
+	TraceId       []byte                 `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"` // 16 bytes, minted by the proposer
+	WorkerId      string                 `protobuf:"bytes,9,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordTrace) Reset() {
+	*x = RecordTrace{}
+	mi := &file_command_commands_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordTrace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordTrace) ProtoMessage() {}
+
+func (x *RecordTrace) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordTrace.ProtoReflect.Descriptor instead.
+func (*RecordTrace) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RecordTrace) GetPartitionId() []byte {
+	if x != nil {
+		return x.PartitionId
+	}
+	return nil
+}
+
+func (x *RecordTrace) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RecordTrace) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *RecordTrace) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *RecordTrace) GetTraceNames() []string {
+	if x != nil {
+		return x.TraceNames
+	}
+	return nil
+}
+
+func (x *RecordTrace) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *RecordTrace) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *RecordTrace) GetTraceId() []byte {
+	if x != nil {
+		return x.TraceId
+	}
+	return nil
+}
+
+func (x *RecordTrace) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xdc\n" +
-	"\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x92\r\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -2733,7 +3139,11 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x04seek\x18\x1b \x01(\v2\x16.queen.command.v1.SeekH\x00R\x04seek\x12B\n" +
 	"\fdrain_buffer\x18\x1c \x01(\v2\x1d.queen.command.v1.DrainBufferH\x00R\vdrainBuffer\x12<\n" +
 	"\n" +
-	"audit_note\x18\x1d \x01(\v2\x1b.queen.command.v1.AuditNoteH\x00R\tauditNoteB\x06\n" +
+	"audit_note\x18\x1d \x01(\v2\x1b.queen.command.v1.AuditNoteH\x00R\tauditNote\x12H\n" +
+	"\x0edelete_message\x18\x1f \x01(\v2\x1f.queen.command.v1.DeleteMessageH\x00R\rdeleteMessage\x12R\n" +
+	"\x12replay_dead_letter\x18  \x01(\v2\".queen.command.v1.ReplayDeadLetterH\x00R\x10replayDeadLetter\x12R\n" +
+	"\x12purge_dead_letters\x18! \x01(\v2\".queen.command.v1.PurgeDeadLettersH\x00R\x10purgeDeadLetters\x12B\n" +
+	"\frecord_trace\x18\" \x01(\v2\x1d.queen.command.v1.RecordTraceH\x00R\vrecordTraceB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -2926,7 +3336,37 @@ const file_command_commands_proto_rawDesc = "" +
 	"receivedUs\";\n" +
 	"\tAuditNote\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail*:\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"k\n" +
+	"\rDeleteMessage\x12!\n" +
+	"\fpartition_id\x18\x01 \x01(\fR\vpartitionId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12%\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\"\x96\x02\n" +
+	"\x10ReplayDeadLetter\x12\x1b\n" +
+	"\trecord_id\x18\x01 \x01(\fR\brecordId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\fR\vpartitionId\x12%\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12%\n" +
+	"\x0econsumer_group\x18\x04 \x01(\tR\rconsumerGroup\x12!\n" +
+	"\fsource_queue\x18\x05 \x01(\tR\vsourceQueue\x12\x14\n" +
+	"\x05queue\x18\x06 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\a \x01(\tR\tpartition\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\b \x01(\fR\tmessageId\"e\n" +
+	"\x10PurgeDeadLetters\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x9c\x02\n" +
+	"\vRecordTrace\x12!\n" +
+	"\fpartition_id\x18\x01 \x01(\fR\vpartitionId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12%\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12%\n" +
+	"\x0econsumer_group\x18\x04 \x01(\tR\rconsumerGroup\x12\x1f\n" +
+	"\vtrace_names\x18\x05 \x03(\tR\n" +
+	"traceNames\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x06 \x01(\tR\teventType\x12\x12\n" +
+	"\x04data\x18\a \x01(\fR\x04data\x12\x19\n" +
+	"\btrace_id\x18\b \x01(\fR\atraceId\x12\x1b\n" +
+	"\tworker_id\x18\t \x01(\tR\bworkerId*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -2947,7 +3387,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -2982,8 +3422,12 @@ var file_command_commands_proto_goTypes = []any{
 	(*DrainBuffer)(nil),       // 30: queen.command.v1.DrainBuffer
 	(*BufferedPush)(nil),      // 31: queen.command.v1.BufferedPush
 	(*AuditNote)(nil),         // 32: queen.command.v1.AuditNote
-	(*QueueOptions)(nil),      // 33: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 34: queen.command.v1.Refusal
+	(*DeleteMessage)(nil),     // 33: queen.command.v1.DeleteMessage
+	(*ReplayDeadLetter)(nil),  // 34: queen.command.v1.ReplayDeadLetter
+	(*PurgeDeadLetters)(nil),  // 35: queen.command.v1.PurgeDeadLetters
+	(*RecordTrace)(nil),       // 36: queen.command.v1.RecordTrace
+	(*QueueOptions)(nil),      // 37: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 38: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
 	25, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -3007,29 +3451,33 @@ var file_command_commands_proto_depIdxs = []int32{
 	29, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
 	30, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
 	32, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
-	6,  // 21: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 22: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 23: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	9,  // 24: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	9,  // 25: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	6,  // 26: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	11, // 27: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	22, // 28: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	14, // 29: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	13, // 30: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	1,  // 31: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 32: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	14, // 33: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	33, // 34: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 35: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	22, // 36: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	34, // 37: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	6,  // 38: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	33, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
+	34, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
+	35, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
+	36, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
+	6,  // 25: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 26: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 27: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	9,  // 28: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	9,  // 29: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	6,  // 30: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	11, // 31: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	22, // 32: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	14, // 33: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	13, // 34: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	1,  // 35: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 36: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	14, // 37: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	37, // 38: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 39: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	22, // 40: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	38, // 41: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	6,  // 42: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -3059,6 +3507,10 @@ func file_command_commands_proto_init() {
 		(*Command_Seek)(nil),
 		(*Command_DrainBuffer)(nil),
 		(*Command_AuditNote)(nil),
+		(*Command_DeleteMessage)(nil),
+		(*Command_ReplayDeadLetter)(nil),
+		(*Command_PurgeDeadLetters)(nil),
+		(*Command_RecordTrace)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -3071,7 +3523,7 @@ func file_command_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   29,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -386,6 +386,9 @@ type PartitionRecord struct {
 	FirstSeq      uint64                 `protobuf:"varint,6,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`                  // oldest seq still stored (retention moves it)
 	LastCreatedUs int64                  `protobuf:"varint,7,opt,name=last_created_us,json=lastCreatedUs,proto3" json:"last_created_us,omitempty"` // createdAt of the newest message (windowBuffer)
 	Count         uint64                 `protobuf:"varint,8,opt,name=count,proto3" json:"count,omitempty"`                                        // messages stored
+	// Messages deleted one by one (DELETE /api/v1/messages) whose seqs are
+	// still at or above first_seq: tombstones pops skip (queue/DESIGN.md).
+	Deleted       uint64 `protobuf:"varint,9,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -472,6 +475,13 @@ func (x *PartitionRecord) GetLastCreatedUs() int64 {
 func (x *PartitionRecord) GetCount() uint64 {
 	if x != nil {
 		return x.Count
+	}
+	return 0
+}
+
+func (x *PartitionRecord) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
 	}
 	return 0
 }
@@ -905,6 +915,9 @@ type DLQRecord struct {
 	CreatedUs     int64                  `protobuf:"varint,12,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
 	FailedUs      int64                  `protobuf:"varint,13,opt,name=failed_us,json=failedUs,proto3" json:"failed_us,omitempty"`
 	Seq           uint64                 `protobuf:"varint,14,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The record's id (its key in the DLQ time index). Never stored: a
+	// reader sets it from the key it found the record under.
+	RecordId      []byte `protobuf:"bytes,15,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1035,6 +1048,13 @@ func (x *DLQRecord) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *DLQRecord) GetRecordId() []byte {
+	if x != nil {
+		return x.RecordId
+	}
+	return nil
 }
 
 // MetaRecord is the FSM's bookkeeping, written in the same bbolt transaction
@@ -1540,6 +1560,140 @@ func (x *AuditRecord) GetIndex() uint64 {
 	return 0
 }
 
+// TraceRecord is one trace event of a message (spec §4.15), kept as long as
+// its message: retention, message deletion and queue deletion remove it.
+type TraceRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // 16 bytes, minted by the proposer
+	PartitionId   []byte                 `protobuf:"bytes,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	TransactionId string                 `protobuf:"bytes,4,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,5,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	TraceNames    []string               `protobuf:"bytes,6,rep,name=trace_names,json=traceNames,proto3" json:"trace_names,omitempty"`
+	EventType     string                 `protobuf:"bytes,7,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Data          []byte                 `protobuf:"bytes,8,opt,name=data,proto3" json:"data,omitempty"` // JSON text
+	CreatedUs     int64                  `protobuf:"varint,9,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
+	WorkerId      string                 `protobuf:"bytes,10,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Queue         string                 `protobuf:"bytes,11,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition     string                 `protobuf:"bytes,12,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceRecord) Reset() {
+	*x = TraceRecord{}
+	mi := &file_command_records_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceRecord) ProtoMessage() {}
+
+func (x *TraceRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_command_records_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceRecord.ProtoReflect.Descriptor instead.
+func (*TraceRecord) Descriptor() ([]byte, []int) {
+	return file_command_records_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TraceRecord) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *TraceRecord) GetPartitionId() []byte {
+	if x != nil {
+		return x.PartitionId
+	}
+	return nil
+}
+
+func (x *TraceRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *TraceRecord) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *TraceRecord) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *TraceRecord) GetTraceNames() []string {
+	if x != nil {
+		return x.TraceNames
+	}
+	return nil
+}
+
+func (x *TraceRecord) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *TraceRecord) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *TraceRecord) GetCreatedUs() int64 {
+	if x != nil {
+		return x.CreatedUs
+	}
+	return 0
+}
+
+func (x *TraceRecord) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *TraceRecord) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TraceRecord) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
 var File_command_records_proto protoreflect.FileDescriptor
 
 const file_command_records_proto_rawDesc = "" +
@@ -1600,7 +1754,7 @@ const file_command_records_proto_rawDesc = "" +
 	"created_us\x18\x05 \x01(\x03R\tcreatedUs\x128\n" +
 	"\aoptions\x18\x06 \x01(\v2\x1e.queen.command.v1.QueueOptionsR\aoptions\x12\x1b\n" +
 	"\tdlq_count\x18\a \x01(\x04R\bdlqCount\x12\x18\n" +
-	"\apending\x18\b \x01(\x04R\apending\"\xe0\x01\n" +
+	"\apending\x18\b \x01(\x04R\apending\"\xfa\x01\n" +
 	"\x0fPartitionRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x12\n" +
@@ -1610,7 +1764,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\bnext_seq\x18\x05 \x01(\x04R\anextSeq\x12\x1b\n" +
 	"\tfirst_seq\x18\x06 \x01(\x04R\bfirstSeq\x12&\n" +
 	"\x0flast_created_us\x18\a \x01(\x03R\rlastCreatedUs\x12\x14\n" +
-	"\x05count\x18\b \x01(\x04R\x05count\"\xbd\x01\n" +
+	"\x05count\x18\b \x01(\x04R\x05count\x12\x18\n" +
+	"\adeleted\x18\t \x01(\x04R\adeleted\"\xbd\x01\n" +
 	"\rMessageRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12\x19\n" +
@@ -1651,7 +1806,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\brr_after\x18\x04 \x01(\tR\arrAfter\"\x19\n" +
 	"\x04Mode\x12\a\n" +
 	"\x03ALL\x10\x00\x12\b\n" +
-	"\x04FROM\x10\x01\"\xac\x03\n" +
+	"\x04FROM\x10\x01\"\xc9\x03\n" +
 	"\tDLQRecord\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12%\n" +
@@ -1670,7 +1825,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\n" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
-	"\x03seq\x18\x0e \x01(\x04R\x03seq\"\xb9\x03\n" +
+	"\x03seq\x18\x0e \x01(\x04R\x03seq\x12\x1b\n" +
+	"\trecord_id\x18\x0f \x01(\fR\brecordId\"\xb9\x03\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -1723,7 +1879,24 @@ const file_command_records_proto_rawDesc = "" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05indexB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
+	"\x05index\x18\x05 \x01(\x04R\x05index\"\xe4\x02\n" +
+	"\vTraceRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\fR\vpartitionId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12%\n" +
+	"\x0etransaction_id\x18\x04 \x01(\tR\rtransactionId\x12%\n" +
+	"\x0econsumer_group\x18\x05 \x01(\tR\rconsumerGroup\x12\x1f\n" +
+	"\vtrace_names\x18\x06 \x03(\tR\n" +
+	"traceNames\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\a \x01(\tR\teventType\x12\x12\n" +
+	"\x04data\x18\b \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"created_us\x18\t \x01(\x03R\tcreatedUs\x12\x1b\n" +
+	"\tworker_id\x18\n" +
+	" \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05queue\x18\v \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\f \x01(\tR\tpartitionB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
 
 var (
 	file_command_records_proto_rawDescOnce sync.Once
@@ -1738,7 +1911,7 @@ func file_command_records_proto_rawDescGZIP() []byte {
 }
 
 var file_command_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_command_records_proto_goTypes = []any{
 	(GroupRecord_Mode)(0),   // 0: queen.command.v1.GroupRecord.Mode
 	(*QueueOptions)(nil),    // 1: queen.command.v1.QueueOptions
@@ -1755,6 +1928,7 @@ var file_command_records_proto_goTypes = []any{
 	(*Refusal)(nil),         // 12: queen.command.v1.Refusal
 	(*TimerRecord)(nil),     // 13: queen.command.v1.TimerRecord
 	(*AuditRecord)(nil),     // 14: queen.command.v1.AuditRecord
+	(*TraceRecord)(nil),     // 15: queen.command.v1.TraceRecord
 }
 var file_command_records_proto_depIdxs = []int32{
 	1, // 0: queen.command.v1.QueueRecord.options:type_name -> queen.command.v1.QueueOptions
@@ -1780,7 +1954,7 @@ func file_command_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_records_proto_rawDesc), len(file_command_records_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

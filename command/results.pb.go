@@ -334,6 +334,58 @@ func (KVResult_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_command_results_proto_rawDescGZIP(), []int{18, 0}
 }
 
+type ReplayResult_Verdict int32
+
+const (
+	ReplayResult_MOVED     ReplayResult_Verdict = 0 // the new message is appended and the record removed
+	ReplayResult_DUPLICATE ReplayResult_Verdict = 1 // the dedup window holds dlq:<id>: nothing written, the record kept
+	ReplayResult_GONE      ReplayResult_Verdict = 2 // no such record (replayed, purged, expired, or never)
+	ReplayResult_FULL      ReplayResult_Verdict = 3 // the destination is at maxSize: nothing written, the record kept
+)
+
+// Enum value maps for ReplayResult_Verdict.
+var (
+	ReplayResult_Verdict_name = map[int32]string{
+		0: "MOVED",
+		1: "DUPLICATE",
+		2: "GONE",
+		3: "FULL",
+	}
+	ReplayResult_Verdict_value = map[string]int32{
+		"MOVED":     0,
+		"DUPLICATE": 1,
+		"GONE":      2,
+		"FULL":      3,
+	}
+)
+
+func (x ReplayResult_Verdict) Enum() *ReplayResult_Verdict {
+	p := new(ReplayResult_Verdict)
+	*p = x
+	return p
+}
+
+func (x ReplayResult_Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReplayResult_Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_command_results_proto_enumTypes[5].Descriptor()
+}
+
+func (ReplayResult_Verdict) Type() protoreflect.EnumType {
+	return &file_command_results_proto_enumTypes[5]
+}
+
+func (x ReplayResult_Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReplayResult_Verdict.Descriptor instead.
+func (ReplayResult_Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{28, 0}
+}
+
 type PushItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        PushItemResult_Status  `protobuf:"varint,1,opt,name=status,proto3,enum=queen.command.v1.PushItemResult_Status" json:"status,omitempty"`
@@ -2187,6 +2239,10 @@ type Response struct {
 	//	*Response_SetSubscription
 	//	*Response_Seek
 	//	*Response_Drain
+	//	*Response_DeleteMessage
+	//	*Response_ReplayDeadLetter
+	//	*Response_PurgeDeadLetters
+	//	*Response_RecordTrace
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2408,6 +2464,42 @@ func (x *Response) GetDrain() *DrainResult {
 	return nil
 }
 
+func (x *Response) GetDeleteMessage() *DeleteMessageResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_DeleteMessage); ok {
+			return x.DeleteMessage
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetReplayDeadLetter() *ReplayResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_ReplayDeadLetter); ok {
+			return x.ReplayDeadLetter
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetPurgeDeadLetters() *PurgeResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_PurgeDeadLetters); ok {
+			return x.PurgeDeadLetters
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetRecordTrace() *TraceResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_RecordTrace); ok {
+			return x.RecordTrace
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2495,6 +2587,22 @@ type Response_Drain struct {
 	Drain *DrainResult `protobuf:"bytes,29,opt,name=drain,proto3,oneof"`
 }
 
+type Response_DeleteMessage struct {
+	DeleteMessage *DeleteMessageResult `protobuf:"bytes,32,opt,name=delete_message,json=deleteMessage,proto3,oneof"`
+}
+
+type Response_ReplayDeadLetter struct {
+	ReplayDeadLetter *ReplayResult `protobuf:"bytes,33,opt,name=replay_dead_letter,json=replayDeadLetter,proto3,oneof"`
+}
+
+type Response_PurgeDeadLetters struct {
+	PurgeDeadLetters *PurgeResult `protobuf:"bytes,34,opt,name=purge_dead_letters,json=purgeDeadLetters,proto3,oneof"`
+}
+
+type Response_RecordTrace struct {
+	RecordTrace *TraceResult `protobuf:"bytes,35,opt,name=record_trace,json=recordTrace,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2532,6 +2640,14 @@ func (*Response_SetSubscription) isResponse_Result() {}
 func (*Response_Seek) isResponse_Result() {}
 
 func (*Response_Drain) isResponse_Result() {}
+
+func (*Response_DeleteMessage) isResponse_Result() {}
+
+func (*Response_ReplayDeadLetter) isResponse_Result() {}
+
+func (*Response_PurgeDeadLetters) isResponse_Result() {}
+
+func (*Response_RecordTrace) isResponse_Result() {}
 
 type DeleteGroupResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -2749,6 +2865,286 @@ func (x *DrainResult) GetRemaining() uint64 {
 	return 0
 }
 
+type DeleteMessageResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       bool                   `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"` // false: no such message (or deleted already)
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMessageResult) Reset() {
+	*x = DeleteMessageResult{}
+	mi := &file_command_results_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessageResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessageResult) ProtoMessage() {}
+
+func (x *DeleteMessageResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessageResult.ProtoReflect.Descriptor instead.
+func (*DeleteMessageResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeleteMessageResult) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *DeleteMessageResult) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+type ReplayResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verdict       ReplayResult_Verdict   `protobuf:"varint,1,opt,name=verdict,proto3,enum=queen.command.v1.ReplayResult_Verdict" json:"verdict,omitempty"`
+	RecordId      []byte                 `protobuf:"bytes,2,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"` // destination
+	Partition     string                 `protobuf:"bytes,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	PartitionId   []byte                 `protobuf:"bytes,5,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	TransactionId string                 `protobuf:"bytes,6,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"` // dlq:<record id>
+	MessageId     []byte                 `protobuf:"bytes,7,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`             // the new message (or, duplicate, the one already there)
+	Offset        uint64                 `protobuf:"varint,8,opt,name=offset,proto3" json:"offset,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,9,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // the group whose record it was
+	Error         string                 `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`                                     // FULL: why
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayResult) Reset() {
+	*x = ReplayResult{}
+	mi := &file_command_results_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayResult) ProtoMessage() {}
+
+func (x *ReplayResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayResult.ProtoReflect.Descriptor instead.
+func (*ReplayResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReplayResult) GetVerdict() ReplayResult_Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return ReplayResult_MOVED
+}
+
+func (x *ReplayResult) GetRecordId() []byte {
+	if x != nil {
+		return x.RecordId
+	}
+	return nil
+}
+
+func (x *ReplayResult) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReplayResult) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ReplayResult) GetPartitionId() []byte {
+	if x != nil {
+		return x.PartitionId
+	}
+	return nil
+}
+
+func (x *ReplayResult) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *ReplayResult) GetMessageId() []byte {
+	if x != nil {
+		return x.MessageId
+	}
+	return nil
+}
+
+func (x *ReplayResult) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReplayResult) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *ReplayResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type PurgeResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Purged        uint64                 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	More          bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"` // more records match: propose again
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeResult) Reset() {
+	*x = PurgeResult{}
+	mi := &file_command_results_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeResult) ProtoMessage() {}
+
+func (x *PurgeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeResult.ProtoReflect.Descriptor instead.
+func (*PurgeResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PurgeResult) GetPurged() uint64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+func (x *PurgeResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+type TraceResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"` // false: no such message; nothing written
+	TraceId       []byte                 `protobuf:"bytes,2,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceResult) Reset() {
+	*x = TraceResult{}
+	mi := &file_command_results_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceResult) ProtoMessage() {}
+
+func (x *TraceResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceResult.ProtoReflect.Descriptor instead.
+func (*TraceResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TraceResult) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *TraceResult) GetTraceId() []byte {
+	if x != nil {
+		return x.TraceId
+	}
+	return nil
+}
+
+func (x *TraceResult) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
 var File_command_results_proto protoreflect.FileDescriptor
 
 const file_command_results_proto_rawDesc = "" +
@@ -2954,7 +3350,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
 	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xbb\t\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xee\v\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -2976,7 +3372,11 @@ const file_command_results_proto_rawDesc = "" +
 	"\fdelete_group\x18\x1a \x01(\v2#.queen.command.v1.DeleteGroupResultH\x00R\vdeleteGroup\x12T\n" +
 	"\x10set_subscription\x18\x1b \x01(\v2'.queen.command.v1.SetSubscriptionResultH\x00R\x0fsetSubscription\x122\n" +
 	"\x04seek\x18\x1c \x01(\v2\x1c.queen.command.v1.SeekResultH\x00R\x04seek\x125\n" +
-	"\x05drain\x18\x1d \x01(\v2\x1d.queen.command.v1.DrainResultH\x00R\x05drain\x12%\n" +
+	"\x05drain\x18\x1d \x01(\v2\x1d.queen.command.v1.DrainResultH\x00R\x05drain\x12N\n" +
+	"\x0edelete_message\x18  \x01(\v2%.queen.command.v1.DeleteMessageResultH\x00R\rdeleteMessage\x12N\n" +
+	"\x12replay_dead_letter\x18! \x01(\v2\x1e.queen.command.v1.ReplayResultH\x00R\x10replayDeadLetter\x12M\n" +
+	"\x12purge_dead_letters\x18\" \x01(\v2\x1d.queen.command.v1.PurgeResultH\x00R\x10purgeDeadLetters\x12B\n" +
+	"\frecord_trace\x18# \x01(\v2\x1d.queen.command.v1.TraceResultH\x00R\vrecordTrace\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result\"m\n" +
 	"\x11DeleteGroupResult\x12-\n" +
@@ -2993,7 +3393,35 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12cursor_moved_to_us\x18\x04 \x01(\x03R\x0fcursorMovedToUs\"G\n" +
 	"\vDrainResult\x12\x1a\n" +
 	"\bappended\x18\x01 \x01(\rR\bappended\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x04R\tremaining*\xf9\x01\n" +
+	"\tremaining\x18\x02 \x01(\x04R\tremaining\"E\n" +
+	"\x13DeleteMessageResult\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\"\x98\x03\n" +
+	"\fReplayResult\x12@\n" +
+	"\averdict\x18\x01 \x01(\x0e2&.queen.command.v1.ReplayResult.VerdictR\averdict\x12\x1b\n" +
+	"\trecord_id\x18\x02 \x01(\fR\brecordId\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\tR\tpartition\x12!\n" +
+	"\fpartition_id\x18\x05 \x01(\fR\vpartitionId\x12%\n" +
+	"\x0etransaction_id\x18\x06 \x01(\tR\rtransactionId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\a \x01(\fR\tmessageId\x12\x16\n" +
+	"\x06offset\x18\b \x01(\x04R\x06offset\x12%\n" +
+	"\x0econsumer_group\x18\t \x01(\tR\rconsumerGroup\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\"7\n" +
+	"\aVerdict\x12\t\n" +
+	"\x05MOVED\x10\x00\x12\r\n" +
+	"\tDUPLICATE\x10\x01\x12\b\n" +
+	"\x04GONE\x10\x02\x12\b\n" +
+	"\x04FULL\x10\x03\"9\n" +
+	"\vPurgeResult\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x04R\x06purged\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"T\n" +
+	"\vTraceResult\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x19\n" +
+	"\btrace_id\x18\x02 \x01(\fR\atraceId\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue*\xf9\x01\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -3023,94 +3451,104 @@ func file_command_results_proto_rawDescGZIP() []byte {
 	return file_command_results_proto_rawDescData
 }
 
-var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_command_results_proto_goTypes = []any{
 	(Reason)(0),                   // 0: queen.command.v1.Reason
 	(PushItemResult_Status)(0),    // 1: queen.command.v1.PushItemResult.Status
 	(TimerResult_Status)(0),       // 2: queen.command.v1.TimerResult.Status
 	(TxnItemResult_Type)(0),       // 3: queen.command.v1.TxnItemResult.Type
 	(KVResult_Reason)(0),          // 4: queen.command.v1.KVResult.Reason
-	(*PushItemResult)(nil),        // 5: queen.command.v1.PushItemResult
-	(*PushResult)(nil),            // 6: queen.command.v1.PushResult
-	(*PoppedMessage)(nil),         // 7: queen.command.v1.PoppedMessage
-	(*PopResult)(nil),             // 8: queen.command.v1.PopResult
-	(*AckItemResult)(nil),         // 9: queen.command.v1.AckItemResult
-	(*AckResult)(nil),             // 10: queen.command.v1.AckResult
-	(*TimerResult)(nil),           // 11: queen.command.v1.TimerResult
-	(*TimerBatchResult)(nil),      // 12: queen.command.v1.TimerBatchResult
-	(*FireResult)(nil),            // 13: queen.command.v1.FireResult
-	(*TxnItemResult)(nil),         // 14: queen.command.v1.TxnItemResult
-	(*TxnResult)(nil),             // 15: queen.command.v1.TxnResult
-	(*ExtendResult)(nil),          // 16: queen.command.v1.ExtendResult
-	(*ConfigureResult)(nil),       // 17: queen.command.v1.ConfigureResult
-	(*DeleteQueueResult)(nil),     // 18: queen.command.v1.DeleteQueueResult
-	(*SweepResult)(nil),           // 19: queen.command.v1.SweepResult
-	(*RetainResult)(nil),          // 20: queen.command.v1.RetainResult
-	(*RetainCount)(nil),           // 21: queen.command.v1.RetainCount
-	(*KVRow)(nil),                 // 22: queen.command.v1.KVRow
-	(*KVResult)(nil),              // 23: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),         // 24: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),        // 25: queen.command.v1.SwitchesResult
-	(*Replay)(nil),                // 26: queen.command.v1.Replay
-	(*Response)(nil),              // 27: queen.command.v1.Response
-	(*DeleteGroupResult)(nil),     // 28: queen.command.v1.DeleteGroupResult
-	(*SetSubscriptionResult)(nil), // 29: queen.command.v1.SetSubscriptionResult
-	(*SeekResult)(nil),            // 30: queen.command.v1.SeekResult
-	(*DrainResult)(nil),           // 31: queen.command.v1.DrainResult
-	(*MessageRecord)(nil),         // 32: queen.command.v1.MessageRecord
-	(*QueueOptions)(nil),          // 33: queen.command.v1.QueueOptions
-	(KVOp_Kind)(0),                // 34: queen.command.v1.KVOp.Kind
-	(*StoredOutcome)(nil),         // 35: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),               // 36: queen.command.v1.Refusal
+	(ReplayResult_Verdict)(0),     // 5: queen.command.v1.ReplayResult.Verdict
+	(*PushItemResult)(nil),        // 6: queen.command.v1.PushItemResult
+	(*PushResult)(nil),            // 7: queen.command.v1.PushResult
+	(*PoppedMessage)(nil),         // 8: queen.command.v1.PoppedMessage
+	(*PopResult)(nil),             // 9: queen.command.v1.PopResult
+	(*AckItemResult)(nil),         // 10: queen.command.v1.AckItemResult
+	(*AckResult)(nil),             // 11: queen.command.v1.AckResult
+	(*TimerResult)(nil),           // 12: queen.command.v1.TimerResult
+	(*TimerBatchResult)(nil),      // 13: queen.command.v1.TimerBatchResult
+	(*FireResult)(nil),            // 14: queen.command.v1.FireResult
+	(*TxnItemResult)(nil),         // 15: queen.command.v1.TxnItemResult
+	(*TxnResult)(nil),             // 16: queen.command.v1.TxnResult
+	(*ExtendResult)(nil),          // 17: queen.command.v1.ExtendResult
+	(*ConfigureResult)(nil),       // 18: queen.command.v1.ConfigureResult
+	(*DeleteQueueResult)(nil),     // 19: queen.command.v1.DeleteQueueResult
+	(*SweepResult)(nil),           // 20: queen.command.v1.SweepResult
+	(*RetainResult)(nil),          // 21: queen.command.v1.RetainResult
+	(*RetainCount)(nil),           // 22: queen.command.v1.RetainCount
+	(*KVRow)(nil),                 // 23: queen.command.v1.KVRow
+	(*KVResult)(nil),              // 24: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),         // 25: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),        // 26: queen.command.v1.SwitchesResult
+	(*Replay)(nil),                // 27: queen.command.v1.Replay
+	(*Response)(nil),              // 28: queen.command.v1.Response
+	(*DeleteGroupResult)(nil),     // 29: queen.command.v1.DeleteGroupResult
+	(*SetSubscriptionResult)(nil), // 30: queen.command.v1.SetSubscriptionResult
+	(*SeekResult)(nil),            // 31: queen.command.v1.SeekResult
+	(*DrainResult)(nil),           // 32: queen.command.v1.DrainResult
+	(*DeleteMessageResult)(nil),   // 33: queen.command.v1.DeleteMessageResult
+	(*ReplayResult)(nil),          // 34: queen.command.v1.ReplayResult
+	(*PurgeResult)(nil),           // 35: queen.command.v1.PurgeResult
+	(*TraceResult)(nil),           // 36: queen.command.v1.TraceResult
+	(*MessageRecord)(nil),         // 37: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),          // 38: queen.command.v1.QueueOptions
+	(KVOp_Kind)(0),                // 39: queen.command.v1.KVOp.Kind
+	(*StoredOutcome)(nil),         // 40: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),               // 41: queen.command.v1.Refusal
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
-	5,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
-	7,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	32, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
-	9,  // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
+	6,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
+	8,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
+	37, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	10, // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
-	11, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
+	12, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
 	0,  // 7: queen.command.v1.TimerBatchResult.reason:type_name -> queen.command.v1.Reason
 	3,  // 8: queen.command.v1.TxnItemResult.type:type_name -> queen.command.v1.TxnItemResult.Type
-	23, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
-	11, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
+	24, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
+	12, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
-	14, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
-	23, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	33, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
-	21, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
-	34, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
+	15, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
+	24, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
+	38, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
+	22, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
+	39, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
 	4,  // 17: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
-	22, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
-	23, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
+	23, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
+	24, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
 	0,  // 20: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
-	35, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
-	6,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
-	8,  // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
-	10, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
-	15, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
-	16, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
-	17, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
-	18, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
-	19, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
-	24, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
-	25, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
-	26, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
-	36, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
-	12, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
-	13, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
-	20, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
-	28, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
-	29, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
-	30, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
-	31, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	40, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
+	7,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
+	9,  // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
+	11, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
+	16, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
+	17, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
+	18, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
+	19, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
+	20, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
+	25, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
+	26, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
+	27, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
+	41, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
+	13, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
+	14, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
+	21, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
+	29, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
+	30, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
+	31, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
+	32, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
+	33, // 41: queen.command.v1.Response.delete_message:type_name -> queen.command.v1.DeleteMessageResult
+	34, // 42: queen.command.v1.Response.replay_dead_letter:type_name -> queen.command.v1.ReplayResult
+	35, // 43: queen.command.v1.Response.purge_dead_letters:type_name -> queen.command.v1.PurgeResult
+	36, // 44: queen.command.v1.Response.record_trace:type_name -> queen.command.v1.TraceResult
+	5,  // 45: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -3140,14 +3578,18 @@ func file_command_results_proto_init() {
 		(*Response_SetSubscription)(nil),
 		(*Response_Seek)(nil),
 		(*Response_Drain)(nil),
+		(*Response_DeleteMessage)(nil),
+		(*Response_ReplayDeadLetter)(nil),
+		(*Response_PurgeDeadLetters)(nil),
+		(*Response_RecordTrace)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   27,
+			NumEnums:      6,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

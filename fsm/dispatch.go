@@ -62,6 +62,10 @@ func init() {
 	register(&command.Command_AuditNote{}, "audit_note", func(*applyCtx, *command.Command) (proto.Message, bool) {
 		return &command.Response{}, true // its record is written by applyCommand, like every audited command's
 	})
+	register(&command.Command_DeleteMessage{}, "delete_message", applyDeleteMessage)
+	register(&command.Command_ReplayDeadLetter{}, "replay_dead_letter", applyReplayDeadLetter)
+	register(&command.Command_PurgeDeadLetters{}, "purge_dead_letters", applyPurgeDeadLetters)
+	register(&command.Command_RecordTrace{}, "record_trace", applyRecordTrace)
 }
 
 // Kinds is how many kinds of command this FSM applies.

@@ -139,3 +139,26 @@ func applyFireTimers(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	}
 	return c.timers().Fire(cmd.GetFireTimers()), true
 }
+
+func applyDeleteMessage(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	res := c.q.DeleteMessage(cmd.GetDeleteMessage())
+	return res, res.Deleted
+}
+
+// applyReplayDeadLetter moves a dead letter back into a partition: the new
+// message and the record's removal are this one entry (a refused replay,
+// duplicate or full, writes nothing).
+func applyReplayDeadLetter(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	res := c.q.ReplayDeadLetter(cmd.GetReplayDeadLetter())
+	return res, res.Verdict == command.ReplayResult_MOVED
+}
+
+func applyPurgeDeadLetters(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	res := c.q.PurgeDeadLetters(cmd.GetPurgeDeadLetters())
+	return res, res.Purged > 0
+}
+
+func applyRecordTrace(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	res := c.q.RecordTrace(cmd.GetRecordTrace())
+	return res, res.Found
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
 	"github.com/queen-node/queen-node/timers"
+	"github.com/queen-node/queen-node/traces"
 )
 
 // bMeta holds the FSM's own record: the applied index and the operator
@@ -21,7 +22,7 @@ var metaKey = []byte("meta")
 var Buckets = func() []store.Bucket {
 	bs := []store.Bucket{bMeta}
 	for _, domain := range [][]store.Bucket{queue.Buckets, leases.Buckets, timers.Buckets, idempotency.Buckets,
-		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}} {
+		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}, traces.Buckets} {
 		bs = append(bs, domain...)
 	}
 	return bs

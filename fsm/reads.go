@@ -32,6 +32,10 @@ type (
 	DLQFilter      = queue.DLQFilter
 	PopReadiness   = queue.PopReadiness
 	Depth          = queue.Depth
+	MessageFilter  = queue.MessageFilter
+	MessageRow     = queue.MessageRow
+	MessagesMode   = queue.MessagesMode
+	MessageDetail  = queue.MessageDetail
 )
 
 func (f *FSM) reader(r store.Reader) *Reader {
@@ -63,6 +67,75 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int, error) {
 		}
 	}
 	return recs, total, nil
+}
+
+// MessageDetail reads the message (pid, txn) names, as queue.Reader does,
+// its payload and its dead letters' payloads decrypted.
+func (rd *Reader) MessageDetail(pid []byte, txn string, now int64) (*MessageDetail, error) {
+	d := rd.Reader.MessageDetail(pid, txn, now)
+	if d == nil {
+		return nil, nil
+	}
+	if err := rd.open(&d.Message.Payload); err != nil {
+		return nil, err
+	}
+	for _, dl := range d.DeadLetters {
+		if err := rd.open(&dl.Payload); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// ListMessages lists messages as queue.Reader does, their payloads
+// decrypted.
+func (rd *Reader) ListMessages(f MessageFilter, now int64) ([]MessageRow, MessagesMode, error) {
+	rows, mode := rd.Reader.ListMessages(f, now)
+	for _, r := range rows {
+		if err := rd.open(&r.Message.Payload); err != nil {
+			return nil, mode, err
+		}
+		for _, dl := range r.DeadLetters {
+			if err := rd.open(&dl.Payload); err != nil {
+				return nil, mode, err
+			}
+		}
+	}
+	return rows, mode, nil
+}
+
+// DeadLetterByID returns a dead letter by id, its payload decrypted; nil
+// when there is none.
+func (rd *Reader) DeadLetterByID(id []byte) (*command.DLQRecord, error) {
+	d := rd.Reader.DeadLetterByID(id)
+	if d == nil {
+		return nil, nil
+	}
+	return d, rd.open(&d.Payload)
+}
+
+// TraceWithMessage is a trace of the by-name view with its message's
+// payload (decrypted; nil when the message is gone).
+type TraceWithMessage struct {
+	*command.TraceRecord
+	Payload []byte
+}
+
+// TracesByName lists traces by name as queue.Reader does, each with its
+// message's payload, decrypted.
+func (rd *Reader) TracesByName(name string, visible func(string) bool, offset, limit int) ([]TraceWithMessage, int, error) {
+	recs, total := rd.Reader.TracesByName(name, visible, offset, limit)
+	out := make([]TraceWithMessage, len(recs))
+	for i, t := range recs {
+		out[i].TraceRecord = t
+		if m := rd.Message(t.PartitionId, t.Seq); m != nil {
+			if err := rd.open(&m.Payload); err != nil {
+				return nil, 0, err
+			}
+			out[i].Payload = m.Payload
+		}
+	}
+	return out, total, nil
 }
 
 func (rd *Reader) open(payload *[]byte) error {

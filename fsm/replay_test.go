@@ -65,6 +65,11 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 				{Kind: command.KVOp_INCR, Ns: "c", Key: "n", Delta: 1, TtlSeconds: 2},
 				{Kind: command.KVOp_PUT, Ns: "c", Key: fmt.Sprint("k", rng.Intn(5)), Value: []byte(`1`), TtlSeconds: int64(rng.Intn(3) + 1)},
 			}}}})
+		case k == 12 && rng.Intn(2) == 0 && len(pops) > 0:
+			// Messages and dead letters: delete, trace, replay, purge.
+			for n := 0; n < 3; n++ {
+				h.messageOp(rng, queues[rng.Intn(len(queues))], pops[rng.Intn(len(pops))])
+			}
 		case k == 12 && rng.Intn(2) == 0:
 			key := fmt.Sprint("tk", rng.Intn(8))
 			if rng.Intn(3) == 0 {
@@ -238,4 +243,44 @@ func TestCorruptEntryPanics(t *testing.T) {
 		}
 	}()
 	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{0xff, 0xff, 0xff}})
+}
+
+// messageOp applies one of the message commands: a deletion or a trace of
+// a delivered message, a replay of one of q's dead letters (by id or by
+// message, to its own partition or another queue), or a purge.
+func (h *harness) messageOp(rng *rand.Rand, q string, r *command.PopResult) {
+	m := r.Messages[rng.Intn(len(r.Messages))]
+	var txn string
+	var dls []*command.DLQRecord
+	h.read(func(rd *Reader) {
+		if rec := rd.Message(m.PartitionId, m.Seq); rec != nil {
+			txn = rec.TransactionId
+		}
+		dls, _, _ = rd.DeadLetters(DLQFilter{Queue: q, Limit: 20})
+	})
+	switch rng.Intn(6) {
+	case 0:
+		h.apply(&command.Command{Body: &command.Command_DeleteMessage{DeleteMessage: &command.DeleteMessage{
+			PartitionId: m.PartitionId, Seq: m.Seq, TransactionId: txn}}})
+	case 1:
+		h.apply(&command.Command{Body: &command.Command_RecordTrace{RecordTrace: &command.RecordTrace{
+			PartitionId: m.PartitionId, Seq: m.Seq, TransactionId: txn, TraceNames: []string{fmt.Sprint("n", rng.Intn(3))},
+			EventType: "info", Data: []byte(`{"k":1}`), TraceId: []byte(fmt.Sprintf("%016d", h.now))}}})
+	case 2, 3, 4:
+		if len(dls) == 0 {
+			return
+		}
+		d := dls[rng.Intn(len(dls))]
+		in := &command.ReplayDeadLetter{RecordId: d.RecordId, SourceQueue: d.Queue, MessageId: []byte(fmt.Sprintf("%016d", h.now))}
+		if rng.Intn(2) == 0 {
+			in.RecordId, in.PartitionId, in.TransactionId, in.ConsumerGroup = nil, d.PartitionId, d.TransactionId, d.ConsumerGroup
+		}
+		if rng.Intn(3) == 0 {
+			in.Queue, in.Partition = "replayed", fmt.Sprint("p", rng.Intn(2))
+		}
+		h.apply(&command.Command{Body: &command.Command_ReplayDeadLetter{ReplayDeadLetter: in}})
+	default:
+		h.apply(&command.Command{Body: &command.Command_PurgeDeadLetters{PurgeDeadLetters: &command.PurgeDeadLetters{
+			Queue: q, ConsumerGroup: []string{"", "g1"}[rng.Intn(2)], Limit: 2}}})
+	}
 }

@@ -36,6 +36,14 @@ var queenLevels = map[string]methodAccess{
 	"GetTimer":    {level: auth.ReadOnly},
 	"ListTimers":  {level: auth.ReadOnly},
 	"CountTimers": {level: auth.ReadOnly},
+	// The HTTP twins' levels (httpapi/levels.go): reads read-only, a
+	// deletion, a replay and a trace read-write, a purge admin.
+	"ListMessages":     {level: auth.ReadOnly},
+	"GetMessage":       {level: auth.ReadOnly},
+	"ListTraces":       {level: auth.ReadOnly},
+	"TracesByName":     {level: auth.ReadOnly},
+	"TraceNames":       {level: auth.ReadOnly},
+	"PurgeDeadLetters": {level: auth.Admin},
 }
 
 // accessOf is what a full method name needs. Health and reflection are

@@ -46,6 +46,21 @@ var routeLevels = map[string]routeAccess{
 	"GET /api/v1/system/audit":                              {level: auth.Admin},
 	"GET /api/v1/system/backup":                             {level: auth.Admin},
 	"POST /api/v1/system/restore":                           {level: auth.Admin},
+	// Messages, dead letters and traces (spec §3, §4.9, §4.15). A replay
+	// (by id or the retry route) is read-write: it appends a stored message
+	// again, as a push or a backward seek does, and the audit trail records
+	// it. A purge destroys a queue's dead letters for good: admin, like
+	// deleting a queue or a group.
+	"GET /api/v1/messages":                                      {level: auth.ReadOnly},
+	"GET /api/v1/messages/{partitionId}/{transactionId}":        {level: auth.ReadOnly},
+	"DELETE /api/v1/messages/{partitionId}/{transactionId}":     {level: auth.ReadWrite},
+	"POST /api/v1/messages/{partitionId}/{transactionId}/retry": {level: auth.ReadWrite},
+	"POST /api/v1/dlq/{id}/replay":                              {level: auth.ReadWrite},
+	"DELETE /api/v1/dlq":                                        {level: auth.Admin},
+	"POST /api/v1/traces":                                       {level: auth.ReadWrite},
+	"GET /api/v1/traces/names":                                  {level: auth.ReadOnly},
+	"GET /api/v1/traces/by-name/{name}":                         {level: auth.ReadOnly},
+	"GET /api/v1/traces/{partitionId}/{transactionId}":          {level: auth.ReadOnly},
 }
 
 // accessOf is the access a route pattern needs.

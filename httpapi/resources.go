@@ -9,6 +9,7 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -171,7 +172,7 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 			data = json.RawMessage("null")
 		}
 		msgs[i] = map[string]any{
-			"id": uuidString(d.MessageId), "transactionId": d.TransactionId, "partitionId": uuidString(d.PartitionId),
+			"id": uuidString(d.MessageId), "dlqId": queue.DeadLetterID(d.RecordId), "transactionId": d.TransactionId, "partitionId": uuidString(d.PartitionId),
 			"queue": d.Queue, "partition": d.Partition, "consumerGroup": d.ConsumerGroup,
 			"errorMessage": d.Error, "retryCount": d.RetryCount, "data": data,
 			"producerSub": nullable(d.ProducerSub), "traceId": nullable(d.TraceId),

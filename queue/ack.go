@@ -325,14 +325,6 @@ func (t *Tx) DeadLetter(queue, partition string, rec *command.DLQRecord) {
 	t.touch(queue)
 }
 
-func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
-	tk := timeKey(t.now, t.index, t.nextOrdinal())
-	t.tx.Put(bDLQ, append(append([]byte(nil), qs.rec.Id...), tk...), command.MustEncodeRecord(rec))
-	t.tx.Put(bDLQTime, tk, append([]byte(nil), qs.rec.Id...))
-	qs.rec.DlqCount++
-	qs.dirty = true
-}
-
 const maxRecentLeases = 4
 
 // heldBy reports whether leaseID is the cursor's lease or one it released

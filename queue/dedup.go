@@ -181,7 +181,7 @@ func (t *Tx) duplicateOf(ps *partState, txn string, windowUs int64) uint64 {
 		if err != nil || e.CreatedUs < t.now-windowUs {
 			return 0 // candidates are oldest first: the rest are older still
 		}
-		if got, err := t.batch.Txn(ps.rec.Id, seq); err == nil && got == txn {
+		if got, err := t.batch.Txn(ps.rec.Id, seq); err == nil && got == txn && !isDeleted(t.tx, ps.rec, seq) {
 			return seq
 		}
 	}

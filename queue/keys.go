@@ -18,10 +18,12 @@ var (
 	bDLQTime      = store.Bucket("dlq_time")      // failedUs index n → queueId
 	bGraveyard    = store.Bucket("graveyard")     // kind id → nil: data of deleted queues to purge
 	bPushBuffer   = store.Bucket("push_buffer")   // index n → BufferedPush: pushes held by push maintenance
+	bDeleted      = store.Bucket("deleted_msgs")  // pid seq → deletedUs: tombstones of deleted messages
+	bDLQMsg       = store.Bucket("dlq_msg")       // pid txnHash failedUs index n → queueId: dead letters by message
 )
 
 // Buckets lists them, for store.Open.
-var Buckets = []store.Bucket{bQueues, bPartitions, bPartitionIDs, bCursors, bGroups, bDLQ, bDLQTime, bGraveyard, bPushBuffer}
+var Buckets = []store.Bucket{bQueues, bPartitions, bPartitionIDs, bCursors, bGroups, bDLQ, bDLQTime, bGraveyard, bPushBuffer, bDeleted, bDLQMsg}
 
 func join(a, b string) []byte {
 	k := make([]byte, 0, len(a)+1+len(b))

@@ -83,11 +83,26 @@ const MaxPopBytes = 16 << 20
 // deliverable lists up to budget seqs after consumed, in order, stopping at
 // the first message still inside delayedProcessing (delay holds the lane)
 // and before the byte budget runs out.
-func deliverable(es entries, q *command.QueueRecord, p *command.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64) []uint64 {
+//
+// Deleted messages (dead) are not delivered: one between two delivered
+// messages is returned in gaps, for the lease to count as acked; one after
+// the last delivered message is left for the next pop.
+func deliverable(es entries, q *command.QueueRecord, p *command.PartitionRecord, consumed uint64, budget uint32, bytesLeft *int, now int64,
+	dead *tombstones) (seqs, gaps []uint64) {
 	delay := q.Options.GetDelayedProcessing() * 1e6
-	var seqs []uint64
 	end := min(p.NextSeq, consumed+1+uint64(budget))
+	if dead != nil {
+		end = p.NextSeq
+	}
+	var pending []uint64
 	es.EachEntry(p.Id, consumed+1, end, func(seq uint64, e msgstore.Entry) bool {
+		if len(seqs) == int(budget) {
+			return false
+		}
+		if dead.has(seq) {
+			pending = append(pending, seq)
+			return true
+		}
 		if delay > 0 && e.CreatedUs+delay > now {
 			return false
 		}
@@ -97,9 +112,10 @@ func deliverable(es entries, q *command.QueueRecord, p *command.PartitionRecord,
 		}
 		*bytesLeft -= size
 		seqs = append(seqs, seq)
+		gaps, pending = append(gaps, pending...), pending[:0]
 		return true
 	})
-	return seqs
+	return seqs, gaps
 }
 
 // Pop claims up to in.Batch messages for a group from the queue (or the
@@ -135,15 +151,20 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 			if cs.fresh && cs.rec.Consumed == 0 {
 				cs.rec.Consumed = startConsumed(t.batch, ps.rec, group, gs.rec)
 			}
+			if ps.rec.Deleted > 0 && !leases.Live(cs.rec.Lease, t.now) {
+				t.skipDeleted(qs, ps, cs, group)
+			}
 			if !evaluate(t.batch, qs.rec, ps.rec, cs.rec, t.now).ok {
 				return false
 			}
 			from := max(cs.rec.Consumed, ps.rec.FirstSeq-1)
-			var seqs []uint64
+			var seqs, gaps []uint64
 			if conflate {
-				seqs = newest(t.batch, qs.rec, ps.rec, &bytesLeft, t.now)
+				seqs = newest(t.batch, qs.rec, ps.rec, from, &bytesLeft, t.now, func(seq uint64) bool {
+					return t.tombstonesFrom(ps, seq).has(seq)
+				})
 			} else {
-				seqs = deliverable(t.batch, qs.rec, ps.rec, from, budget, &bytesLeft, t.now)
+				seqs, gaps = deliverable(t.batch, qs.rec, ps.rec, from, budget, &bytesLeft, t.now, t.tombstonesFrom(ps, from+1))
 			}
 			if len(seqs) == 0 {
 				return false
@@ -160,6 +181,7 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 				cs.rec.RetryCount = 0
 			} else {
 				cs.rec.Lease = leases.Grant(in.LeaseId, t.now, expires, seqs[0], seqs[len(seqs)-1])
+				cs.rec.Lease.Acked = gaps // deleted: nothing to ack
 				if conflate {
 					cs.rec.Lease = leases.GrantConflated(in.LeaseId, t.now, expires, from+1, seqs[0])
 				}
@@ -319,11 +341,18 @@ func Conflation(o *command.QueueOptions, in *command.Pop, group string) (on, ech
 	return on, echo, conflict
 }
 
-// newest is a conflated delivery of p: its newest message, when delayed
-// processing lets it go and the byte budget has room (at least one message
-// always goes).
-func newest(es entries, q *command.QueueRecord, p *command.PartitionRecord, bytesLeft *int, now int64) []uint64 {
+// newest is a conflated delivery of p: its newest message after consumed
+// that is not deleted, when delayed processing lets it go and the byte
+// budget has room (at least one message always goes).
+func newest(es entries, q *command.QueueRecord, p *command.PartitionRecord, consumed uint64, bytesLeft *int, now int64,
+	deleted func(seq uint64) bool) []uint64 {
 	last := p.NextSeq - 1
+	for p.Deleted > 0 && last > consumed && deleted(last) {
+		last--
+	}
+	if last <= consumed {
+		return nil
+	}
 	e, err := es.Entry(p.Id, last)
 	if err != nil {
 		return nil

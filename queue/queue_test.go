@@ -11,6 +11,7 @@ import (
 	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/traces"
 )
 
 // domain is one queue domain over its own state file and message store,
@@ -28,7 +29,7 @@ type domain struct {
 func newDomain(t *testing.T, logID string) *domain {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "state.db"), append(slices.Clone(Buckets), leases.Buckets...), store.Options{NoSync: true})
+	db, err := store.Open(filepath.Join(dir, "state.db"), append(append(slices.Clone(Buckets), leases.Buckets...), traces.Buckets...), store.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,6 +227,10 @@ func (rd *Reader) Stats(p *command.PartitionRecord, now int64) PartitionStats {
 	if pending := last - consumed; pending > processing {
 		st.Pending = pending - processing
 	}
+	if p.Deleted > 0 { // deleted messages no queue-mode pop has passed yet are not pending
+		st.Total -= min(st.Total, p.Deleted)
+		st.Pending -= min(st.Pending, rd.deletedAfter(p, consumed))
+	}
 	return st
 }
 
@@ -247,12 +251,13 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 	}
 	var out []*command.DLQRecord
 	total := 0
-	take := func(v []byte) {
+	take := func(tk, v []byte) {
 		d := &command.DLQRecord{}
 		command.MustDecodeRecord(v, d)
 		if !match(d) {
 			return
 		}
+		d.RecordId = append([]byte(nil), tk...)
 		if total >= f.Offset && len(out) < f.Limit {
 			out = append(out, d)
 		}
@@ -278,7 +283,7 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 				}
 				continue
 			}
-			take(v)
+			take(k[len(pfx):], v)
 		}
 		return out, total
 	}
@@ -294,7 +299,7 @@ func (rd *Reader) DeadLetters(f DLQFilter) ([]*command.DLQRecord, int) {
 			continue
 		}
 		if v := rd.r.Get(bDLQ, append(append([]byte(nil), qid...), k...)); v != nil {
-			take(v)
+			take(k, v)
 		}
 	}
 	return out, total
@@ -315,3 +320,13 @@ func (rd *Reader) Committed() []msgstore.PartitionState {
 
 // Live reports whether a partition id is in the state.
 func (rd *Reader) Live(pid []byte) bool { return rd.r.Get(bPartitionIDs, pid) != nil }
+
+// deletedAfter counts p's tombstones above seq.
+func (rd *Reader) deletedAfter(p *command.PartitionRecord, seq uint64) uint64 {
+	var n uint64
+	c := rd.r.Cursor(bDeleted)
+	for k, _ := c.Seek(tombKey(p.Id, seq+1)); k != nil && hasPrefix(k, p.Id); k, _ = c.Next() {
+		n++
+	}
+	return n
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/leases"
+	"github.com/queen-node/queen-node/traces"
 )
 
 // Retention and eviction (spec §5.9). A partition is a log: what retention
@@ -269,6 +270,8 @@ func (t *Tx) removePrefix(qs *queueState, ps *partState, first uint64, c *comman
 			cs.dirty = true
 		}
 	}
+	t.removeTombstonesBelow(ps, first)
+	traces.RemoveBefore(t.tx, p.Id, first)
 	t.d.dedup.forget(t.batch, p.Id, first)
 	t.batch.DropBefore(p.Id, first)
 	p.Count -= min(p.Count, first-p.FirstSeq)
@@ -325,15 +328,9 @@ func (t *Tx) expireDeadLetters(qs *queueState, cutoff int64, limit int) uint64 {
 		keys = append(keys, append([]byte(nil), k...))
 	}
 	for _, k := range keys {
-		t.tx.Delete(bDLQ, k)
-		t.tx.Delete(bDLQTime, k[len(qs.rec.Id):])
+		t.dropDeadLetterKey(qs, k)
 	}
-	if n := uint64(len(keys)); n > 0 {
-		qs.rec.DlqCount -= min(qs.rec.DlqCount, n)
-		qs.dirty = true
-		return n
-	}
-	return 0
+	return uint64(len(keys))
 }
 
 // RetainDue reports whether a Retain pass would find work at now: a queue

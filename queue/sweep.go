@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/traces"
 )
 
 // SweepGraveyard purges the records of deleted queues, up to limit keys
@@ -28,6 +29,15 @@ func (t *Tx) SweepGraveyard(limit int) (int, bool) {
 		}
 		n, more := t.deletePrefix(bucket, id, limit-removed)
 		removed += n
+		if !more && removed < limit && grave[0] == gravePartition {
+			// The partition's tombstones and the traces of its messages.
+			n, more = t.deletePrefix(bDeleted, id, limit-removed)
+			removed += n
+			if !more && removed < limit {
+				n, more = traces.RemovePartition(t.tx, id, limit-removed)
+				removed += n
+			}
+		}
 		if more || removed >= limit {
 			return removed, true
 		}
@@ -50,10 +60,11 @@ func (t *Tx) deletePrefix(b store.Bucket, pfx []byte, limit int) (int, bool) {
 		keys = append(keys, append([]byte(nil), k...))
 	}
 	for _, k := range keys {
-		t.tx.Delete(b, k)
 		if bytes.Equal(b, bDLQ) {
-			t.tx.Delete(bDLQTime, k[len(pfx):])
+			t.dropDeadLetterKey(nil, k) // its time and message index entries too
+			continue
 		}
+		t.tx.Delete(b, k)
 	}
 	return len(keys), more
 }

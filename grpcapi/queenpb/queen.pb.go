@@ -3841,6 +3841,1518 @@ func (x *CountTimersResponse) GetCount() uint64 {
 	return 0
 }
 
+type ListMessagesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition     string                 `protobuf:"bytes,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Namespace     string                 `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Task          string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
+	Status        string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"` // pending | processing | completed | dead_letter
+	From          string                 `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`     // ISO-8601; "" = an hour before to
+	To            string                 `protobuf:"bytes,7,opt,name=to,proto3" json:"to,omitempty"`         // ISO-8601; "" = now
+	Limit         int64                  `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`  // 0 = 200; at most 1000
+	Offset        int64                  `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesRequest) Reset() {
+	*x = ListMessagesRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesRequest) ProtoMessage() {}
+
+func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListMessagesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListMessagesRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type MessageRow struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	TransactionId  string                 `protobuf:"bytes,2,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	PartitionId    string                 `protobuf:"bytes,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Queue          string                 `protobuf:"bytes,4,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition      string                 `protobuf:"bytes,5,opt,name=partition,proto3" json:"partition,omitempty"`
+	Namespace      string                 `protobuf:"bytes,6,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Task           string                 `protobuf:"bytes,7,opt,name=task,proto3" json:"task,omitempty"`
+	Status         string                 `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`
+	QueueStatus    string                 `protobuf:"bytes,9,opt,name=queue_status,json=queueStatus,proto3" json:"queue_status,omitempty"`
+	ConsumedBy     int32                  `protobuf:"varint,10,opt,name=consumed_by,json=consumedBy,proto3" json:"consumed_by,omitempty"`    // bus groups that consumed it
+	TotalGroups    int32                  `protobuf:"varint,11,opt,name=total_groups,json=totalGroups,proto3" json:"total_groups,omitempty"` // bus groups with a cursor in its partition
+	TraceId        string                 `protobuf:"bytes,12,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	ProducerSub    string                 `protobuf:"bytes,13,opt,name=producer_sub,json=producerSub,proto3" json:"producer_sub,omitempty"`
+	QueuePriority  int64                  `protobuf:"varint,14,opt,name=queue_priority,json=queuePriority,proto3" json:"queue_priority,omitempty"`
+	CreatedAt      string                 `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LeaseExpiresAt string                 `protobuf:"bytes,16,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"` // "" = no live queue-mode lease over it
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MessageRow) Reset() {
+	*x = MessageRow{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageRow) ProtoMessage() {}
+
+func (x *MessageRow) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageRow.ProtoReflect.Descriptor instead.
+func (*MessageRow) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *MessageRow) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MessageRow) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *MessageRow) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *MessageRow) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *MessageRow) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *MessageRow) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *MessageRow) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *MessageRow) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *MessageRow) GetQueueStatus() string {
+	if x != nil {
+		return x.QueueStatus
+	}
+	return ""
+}
+
+func (x *MessageRow) GetConsumedBy() int32 {
+	if x != nil {
+		return x.ConsumedBy
+	}
+	return 0
+}
+
+func (x *MessageRow) GetTotalGroups() int32 {
+	if x != nil {
+		return x.TotalGroups
+	}
+	return 0
+}
+
+func (x *MessageRow) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *MessageRow) GetProducerSub() string {
+	if x != nil {
+		return x.ProducerSub
+	}
+	return ""
+}
+
+func (x *MessageRow) GetQueuePriority() int64 {
+	if x != nil {
+		return x.QueuePriority
+	}
+	return 0
+}
+
+func (x *MessageRow) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *MessageRow) GetLeaseExpiresAt() string {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return ""
+}
+
+type ListMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*MessageRow          `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	HasQueueMode  bool                   `protobuf:"varint,2,opt,name=has_queue_mode,json=hasQueueMode,proto3" json:"has_queue_mode,omitempty"`
+	BusGroups     int32                  `protobuf:"varint,3,opt,name=bus_groups,json=busGroups,proto3" json:"bus_groups,omitempty"`
+	Mode          string                 `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"` // queue | bus | hybrid | none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesResponse) Reset() {
+	*x = ListMessagesResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesResponse) ProtoMessage() {}
+
+func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ListMessagesResponse) GetMessages() []*MessageRow {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListMessagesResponse) GetHasQueueMode() bool {
+	if x != nil {
+		return x.HasQueueMode
+	}
+	return false
+}
+
+func (x *ListMessagesResponse) GetBusGroups() int32 {
+	if x != nil {
+		return x.BusGroups
+	}
+	return 0
+}
+
+func (x *ListMessagesResponse) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+type MessageRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PartitionId   string                 `protobuf:"bytes,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	TransactionId string                 `protobuf:"bytes,2,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageRef) Reset() {
+	*x = MessageRef{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageRef) ProtoMessage() {}
+
+func (x *MessageRef) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
+func (*MessageRef) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *MessageRef) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *MessageRef) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+type MessageGroup struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Consumed       bool                   `protobuf:"varint,2,opt,name=consumed,proto3" json:"consumed,omitempty"`
+	LeaseExpiresAt string                 `protobuf:"bytes,3,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MessageGroup) Reset() {
+	*x = MessageGroup{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageGroup) ProtoMessage() {}
+
+func (x *MessageGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageGroup.ProtoReflect.Descriptor instead.
+func (*MessageGroup) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *MessageGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MessageGroup) GetConsumed() bool {
+	if x != nil {
+		return x.Consumed
+	}
+	return false
+}
+
+func (x *MessageGroup) GetLeaseExpiresAt() string {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return ""
+}
+
+type DeadLetterRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DlqId         string                 `protobuf:"bytes,1,opt,name=dlq_id,json=dlqId,proto3" json:"dlq_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	RetryCount    uint32                 `protobuf:"varint,4,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	FailedAt      string                 `protobuf:"bytes,5,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterRef) Reset() {
+	*x = DeadLetterRef{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterRef) ProtoMessage() {}
+
+func (x *DeadLetterRef) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterRef.ProtoReflect.Descriptor instead.
+func (*DeadLetterRef) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DeadLetterRef) GetDlqId() string {
+	if x != nil {
+		return x.DlqId
+	}
+	return ""
+}
+
+func (x *DeadLetterRef) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *DeadLetterRef) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DeadLetterRef) GetRetryCount() uint32 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *DeadLetterRef) GetFailedAt() string {
+	if x != nil {
+		return x.FailedAt
+	}
+	return ""
+}
+
+type MessageDetail struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Message        *MessageRow            `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Payload        []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"` // JSON text, decrypted
+	ConsumerGroups []*MessageGroup        `protobuf:"bytes,3,rep,name=consumer_groups,json=consumerGroups,proto3" json:"consumer_groups,omitempty"`
+	DeadLetters    []*DeadLetterRef       `protobuf:"bytes,4,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	Mode           string                 `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MessageDetail) Reset() {
+	*x = MessageDetail{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageDetail) ProtoMessage() {}
+
+func (x *MessageDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageDetail.ProtoReflect.Descriptor instead.
+func (*MessageDetail) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *MessageDetail) GetMessage() *MessageRow {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *MessageDetail) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *MessageDetail) GetConsumerGroups() []*MessageGroup {
+	if x != nil {
+		return x.ConsumerGroups
+	}
+	return nil
+}
+
+func (x *MessageDetail) GetDeadLetters() []*DeadLetterRef {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+func (x *MessageDetail) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+type DeleteMessageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMessageResponse) Reset() {
+	*x = DeleteMessageResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessageResponse) ProtoMessage() {}
+
+func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *DeleteMessageResponse) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+func (x *DeleteMessageResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type ReplayDeadLetterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DlqId         string                 `protobuf:"bytes,1,opt,name=dlq_id,json=dlqId,proto3" json:"dlq_id,omitempty"` // by id; or by message:
+	PartitionId   string                 `protobuf:"bytes,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,4,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // by message: "" = __QUEUE_MODE__
+	Queue         string                 `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`                                      // destination; "" = the record's own partition
+	Partition     string                 `protobuf:"bytes,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLetterRequest) Reset() {
+	*x = ReplayDeadLetterRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLetterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLetterRequest) ProtoMessage() {}
+
+func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ReplayDeadLetterRequest) GetDlqId() string {
+	if x != nil {
+		return x.DlqId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterRequest) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterRequest) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterRequest) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+type ReplayDeadLetterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Success       bool                   `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"` // moved
+	Verdict       string                 `protobuf:"bytes,2,opt,name=verdict,proto3" json:"verdict,omitempty"`  // moved | duplicate | full
+	DlqId         string                 `protobuf:"bytes,3,opt,name=dlq_id,json=dlqId,proto3" json:"dlq_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,4,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	Queue         string                 `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition     string                 `protobuf:"bytes,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	PartitionId   string                 `protobuf:"bytes,7,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	TransactionId string                 `protobuf:"bytes,8,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"` // dlq:<dlq_id>
+	MessageId     string                 `protobuf:"bytes,9,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	Offset        uint64                 `protobuf:"varint,10,opt,name=offset,proto3" json:"offset,omitempty"`
+	Error         string                 `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDeadLetterResponse) Reset() {
+	*x = ReplayDeadLetterResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDeadLetterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDeadLetterResponse) ProtoMessage() {}
+
+func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
+func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ReplayDeadLetterResponse) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+func (x *ReplayDeadLetterResponse) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetDlqId() string {
+	if x != nil {
+		return x.DlqId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ReplayDeadLetterResponse) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReplayDeadLetterResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type PurgeDeadLettersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`                                      // required
+	ConsumerGroup string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // "" = every group
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLettersRequest) Reset() {
+	*x = PurgeDeadLettersRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLettersRequest) ProtoMessage() {}
+
+func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *PurgeDeadLettersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeDeadLettersRequest) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+type PurgeDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Purged        uint64                 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLettersResponse) Reset() {
+	*x = PurgeDeadLettersResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLettersResponse) ProtoMessage() {}
+
+func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *PurgeDeadLettersResponse) GetPurged() uint64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+type RecordTraceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransactionId string                 `protobuf:"bytes,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	PartitionId   string                 `protobuf:"bytes,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,3,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	TraceNames    []string               `protobuf:"bytes,4,rep,name=trace_names,json=traceNames,proto3" json:"trace_names,omitempty"`
+	EventType     string                 `protobuf:"bytes,5,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"` // "" = info
+	Data          []byte                 `protobuf:"bytes,6,opt,name=data,proto3,oneof" json:"data,omitempty"`                      // JSON text; required
+	WorkerId      string                 `protobuf:"bytes,7,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordTraceRequest) Reset() {
+	*x = RecordTraceRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordTraceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordTraceRequest) ProtoMessage() {}
+
+func (x *RecordTraceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordTraceRequest.ProtoReflect.Descriptor instead.
+func (*RecordTraceRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *RecordTraceRequest) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *RecordTraceRequest) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *RecordTraceRequest) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *RecordTraceRequest) GetTraceNames() []string {
+	if x != nil {
+		return x.TraceNames
+	}
+	return nil
+}
+
+func (x *RecordTraceRequest) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *RecordTraceRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *RecordTraceRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+type RecordTraceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TraceId       string                 `protobuf:"bytes,1,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordTraceResponse) Reset() {
+	*x = RecordTraceResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordTraceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordTraceResponse) ProtoMessage() {}
+
+func (x *RecordTraceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordTraceResponse.ProtoReflect.Descriptor instead.
+func (*RecordTraceResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *RecordTraceResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+type Trace struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	EventType      string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Data           []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	ConsumerGroup  string                 `protobuf:"bytes,4,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	WorkerId       string                 `protobuf:"bytes,5,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	CreatedAt      string                 `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	TraceNames     []string               `protobuf:"bytes,7,rep,name=trace_names,json=traceNames,proto3" json:"trace_names,omitempty"`
+	TransactionId  string                 `protobuf:"bytes,8,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	PartitionId    string                 `protobuf:"bytes,9,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Queue          string                 `protobuf:"bytes,10,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition      string                 `protobuf:"bytes,11,opt,name=partition,proto3" json:"partition,omitempty"`
+	MessagePayload []byte                 `protobuf:"bytes,12,opt,name=message_payload,json=messagePayload,proto3" json:"message_payload,omitempty"` // by name only: the message's payload, decrypted
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Trace) Reset() {
+	*x = Trace{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Trace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Trace) ProtoMessage() {}
+
+func (x *Trace) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Trace.ProtoReflect.Descriptor instead.
+func (*Trace) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *Trace) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Trace) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *Trace) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Trace) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *Trace) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *Trace) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *Trace) GetTraceNames() []string {
+	if x != nil {
+		return x.TraceNames
+	}
+	return nil
+}
+
+func (x *Trace) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *Trace) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *Trace) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Trace) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *Trace) GetMessagePayload() []byte {
+	if x != nil {
+		return x.MessagePayload
+	}
+	return nil
+}
+
+type ListTracesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Traces        []*Trace               `protobuf:"bytes,1,rep,name=traces,proto3" json:"traces,omitempty"`
+	Total         int64                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTracesResponse) Reset() {
+	*x = ListTracesResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTracesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTracesResponse) ProtoMessage() {}
+
+func (x *ListTracesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTracesResponse.ProtoReflect.Descriptor instead.
+func (*ListTracesResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListTracesResponse) GetTraces() []*Trace {
+	if x != nil {
+		return x.Traces
+	}
+	return nil
+}
+
+func (x *ListTracesResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type TracesByNameRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Limit         int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 100
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TracesByNameRequest) Reset() {
+	*x = TracesByNameRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TracesByNameRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TracesByNameRequest) ProtoMessage() {}
+
+func (x *TracesByNameRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TracesByNameRequest.ProtoReflect.Descriptor instead.
+func (*TracesByNameRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *TracesByNameRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TracesByNameRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *TracesByNameRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type TraceNamesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         int64                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 50
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceNamesRequest) Reset() {
+	*x = TraceNamesRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceNamesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceNamesRequest) ProtoMessage() {}
+
+func (x *TraceNamesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceNamesRequest.ProtoReflect.Descriptor instead.
+func (*TraceNamesRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *TraceNamesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *TraceNamesRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type TraceName struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	TraceCount    int64                  `protobuf:"varint,2,opt,name=trace_count,json=traceCount,proto3" json:"trace_count,omitempty"`
+	MessageCount  int64                  `protobuf:"varint,3,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	LastSeen      string                 `protobuf:"bytes,4,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceName) Reset() {
+	*x = TraceName{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceName) ProtoMessage() {}
+
+func (x *TraceName) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceName.ProtoReflect.Descriptor instead.
+func (*TraceName) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *TraceName) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TraceName) GetTraceCount() int64 {
+	if x != nil {
+		return x.TraceCount
+	}
+	return 0
+}
+
+func (x *TraceName) GetMessageCount() int64 {
+	if x != nil {
+		return x.MessageCount
+	}
+	return 0
+}
+
+func (x *TraceName) GetLastSeen() string {
+	if x != nil {
+		return x.LastSeen
+	}
+	return ""
+}
+
+type TraceNamesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []*TraceName           `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	Total         int64                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceNamesResponse) Reset() {
+	*x = TraceNamesResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceNamesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceNamesResponse) ProtoMessage() {}
+
+func (x *TraceNamesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceNamesResponse.ProtoReflect.Descriptor instead.
+func (*TraceNamesResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *TraceNamesResponse) GetNames() []*TraceName {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *TraceNamesResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
@@ -4207,7 +5719,143 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"+\n" +
 	"\x13CountTimersResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count*\x8e\x01\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"\xe5\x01\n" +
+	"\x13ListMessagesRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04task\x18\x04 \x01(\tR\x04task\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x12\n" +
+	"\x04from\x18\x06 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\a \x01(\tR\x02to\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x03R\x05limit\x12\x16\n" +
+	"\x06offset\x18\t \x01(\x03R\x06offset\"\xf9\x03\n" +
+	"\n" +
+	"MessageRow\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
+	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\tR\vpartitionId\x12\x14\n" +
+	"\x05queue\x18\x04 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x05 \x01(\tR\tpartition\x12\x1c\n" +
+	"\tnamespace\x18\x06 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04task\x18\a \x01(\tR\x04task\x12\x16\n" +
+	"\x06status\x18\b \x01(\tR\x06status\x12!\n" +
+	"\fqueue_status\x18\t \x01(\tR\vqueueStatus\x12\x1f\n" +
+	"\vconsumed_by\x18\n" +
+	" \x01(\x05R\n" +
+	"consumedBy\x12!\n" +
+	"\ftotal_groups\x18\v \x01(\x05R\vtotalGroups\x12\x19\n" +
+	"\btrace_id\x18\f \x01(\tR\atraceId\x12!\n" +
+	"\fproducer_sub\x18\r \x01(\tR\vproducerSub\x12%\n" +
+	"\x0equeue_priority\x18\x0e \x01(\x03R\rqueuePriority\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x0f \x01(\tR\tcreatedAt\x12(\n" +
+	"\x10lease_expires_at\x18\x10 \x01(\tR\x0eleaseExpiresAt\"\xa1\x01\n" +
+	"\x14ListMessagesResponse\x120\n" +
+	"\bmessages\x18\x01 \x03(\v2\x14.queen.v1.MessageRowR\bmessages\x12$\n" +
+	"\x0ehas_queue_mode\x18\x02 \x01(\bR\fhasQueueMode\x12\x1d\n" +
+	"\n" +
+	"bus_groups\x18\x03 \x01(\x05R\tbusGroups\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\tR\x04mode\"V\n" +
+	"\n" +
+	"MessageRef\x12!\n" +
+	"\fpartition_id\x18\x01 \x01(\tR\vpartitionId\x12%\n" +
+	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\"h\n" +
+	"\fMessageGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bconsumed\x18\x02 \x01(\bR\bconsumed\x12(\n" +
+	"\x10lease_expires_at\x18\x03 \x01(\tR\x0eleaseExpiresAt\"\xb0\x01\n" +
+	"\rDeadLetterRef\x12\x15\n" +
+	"\x06dlq_id\x18\x01 \x01(\tR\x05dlqId\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x1f\n" +
+	"\vretry_count\x18\x04 \x01(\rR\n" +
+	"retryCount\x12\x1b\n" +
+	"\tfailed_at\x18\x05 \x01(\tR\bfailedAt\"\xea\x01\n" +
+	"\rMessageDetail\x12.\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.queen.v1.MessageRowR\amessage\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12?\n" +
+	"\x0fconsumer_groups\x18\x03 \x03(\v2\x16.queen.v1.MessageGroupR\x0econsumerGroups\x12:\n" +
+	"\fdead_letters\x18\x04 \x03(\v2\x17.queen.v1.DeadLetterRefR\vdeadLetters\x12\x12\n" +
+	"\x04mode\x18\x05 \x01(\tR\x04mode\"K\n" +
+	"\x15DeleteMessageResponse\x12\x18\n" +
+	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xd5\x01\n" +
+	"\x17ReplayDeadLetterRequest\x12\x15\n" +
+	"\x06dlq_id\x18\x01 \x01(\tR\x05dlqId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\tR\vpartitionId\x12%\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12%\n" +
+	"\x0econsumer_group\x18\x04 \x01(\tR\rconsumerGroup\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x06 \x01(\tR\tpartition\"\xd7\x02\n" +
+	"\x18ReplayDeadLetterResponse\x12\x18\n" +
+	"\asuccess\x18\x01 \x01(\bR\asuccess\x12\x18\n" +
+	"\averdict\x18\x02 \x01(\tR\averdict\x12\x15\n" +
+	"\x06dlq_id\x18\x03 \x01(\tR\x05dlqId\x12%\n" +
+	"\x0econsumer_group\x18\x04 \x01(\tR\rconsumerGroup\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x06 \x01(\tR\tpartition\x12!\n" +
+	"\fpartition_id\x18\a \x01(\tR\vpartitionId\x12%\n" +
+	"\x0etransaction_id\x18\b \x01(\tR\rtransactionId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\t \x01(\tR\tmessageId\x12\x16\n" +
+	"\x06offset\x18\n" +
+	" \x01(\x04R\x06offset\x12\x14\n" +
+	"\x05error\x18\v \x01(\tR\x05error\"V\n" +
+	"\x17PurgeDeadLettersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\"2\n" +
+	"\x18PurgeDeadLettersResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x04R\x06purged\"\x84\x02\n" +
+	"\x12RecordTraceRequest\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\tR\rtransactionId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\tR\vpartitionId\x12%\n" +
+	"\x0econsumer_group\x18\x03 \x01(\tR\rconsumerGroup\x12\x1f\n" +
+	"\vtrace_names\x18\x04 \x03(\tR\n" +
+	"traceNames\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x05 \x01(\tR\teventType\x12\x17\n" +
+	"\x04data\x18\x06 \x01(\fH\x00R\x04data\x88\x01\x01\x12\x1b\n" +
+	"\tworker_id\x18\a \x01(\tR\bworkerIdB\a\n" +
+	"\x05_data\"0\n" +
+	"\x13RecordTraceResponse\x12\x19\n" +
+	"\btrace_id\x18\x01 \x01(\tR\atraceId\"\xf5\x02\n" +
+	"\x05Trace\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12%\n" +
+	"\x0econsumer_group\x18\x04 \x01(\tR\rconsumerGroup\x12\x1b\n" +
+	"\tworker_id\x18\x05 \x01(\tR\bworkerId\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\tR\tcreatedAt\x12\x1f\n" +
+	"\vtrace_names\x18\a \x03(\tR\n" +
+	"traceNames\x12%\n" +
+	"\x0etransaction_id\x18\b \x01(\tR\rtransactionId\x12!\n" +
+	"\fpartition_id\x18\t \x01(\tR\vpartitionId\x12\x14\n" +
+	"\x05queue\x18\n" +
+	" \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\v \x01(\tR\tpartition\x12'\n" +
+	"\x0fmessage_payload\x18\f \x01(\fR\x0emessagePayload\"S\n" +
+	"\x12ListTracesResponse\x12'\n" +
+	"\x06traces\x18\x01 \x03(\v2\x0f.queen.v1.TraceR\x06traces\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"W\n" +
+	"\x13TracesByNameRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"A\n" +
+	"\x11TraceNamesRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x03R\x05limit\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x82\x01\n" +
+	"\tTraceName\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vtrace_count\x18\x02 \x01(\x03R\n" +
+	"traceCount\x12#\n" +
+	"\rmessage_count\x18\x03 \x01(\x03R\fmessageCount\x12\x1b\n" +
+	"\tlast_seen\x18\x04 \x01(\tR\blastSeen\"U\n" +
+	"\x12TraceNamesResponse\x12)\n" +
+	"\x05names\x18\x01 \x03(\v2\x13.queen.v1.TraceNameR\x05names\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total*\x8e\x01\n" +
 	"\n" +
 	"PushStatus\x12\x1b\n" +
 	"\x17PUSH_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -4246,7 +5894,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x16TIMER_STATUS_SCHEDULED\x10\x01\x12\x1c\n" +
 	"\x18TIMER_STATUS_RESCHEDULED\x10\x02\x12\x1a\n" +
 	"\x16TIMER_STATUS_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13TIMER_STATUS_ABSENT\x10\x042\xdb\a\n" +
+	"\x13TIMER_STATUS_ABSENT\x10\x042\x89\r\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -4263,7 +5911,19 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\bGetTimer\x12\x19.queen.v1.GetTimerRequest\x1a\x1a.queen.v1.GetTimerResponse\x12G\n" +
 	"\n" +
 	"ListTimers\x12\x1b.queen.v1.ListTimersRequest\x1a\x1c.queen.v1.ListTimersResponse\x12J\n" +
-	"\vCountTimers\x12\x1c.queen.v1.CountTimersRequest\x1a\x1d.queen.v1.CountTimersResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"\vCountTimers\x12\x1c.queen.v1.CountTimersRequest\x1a\x1d.queen.v1.CountTimersResponse\x12M\n" +
+	"\fListMessages\x12\x1d.queen.v1.ListMessagesRequest\x1a\x1e.queen.v1.ListMessagesResponse\x12;\n" +
+	"\n" +
+	"GetMessage\x12\x14.queen.v1.MessageRef\x1a\x17.queen.v1.MessageDetail\x12F\n" +
+	"\rDeleteMessage\x12\x14.queen.v1.MessageRef\x1a\x1f.queen.v1.DeleteMessageResponse\x12Y\n" +
+	"\x10ReplayDeadLetter\x12!.queen.v1.ReplayDeadLetterRequest\x1a\".queen.v1.ReplayDeadLetterResponse\x12Y\n" +
+	"\x10PurgeDeadLetters\x12!.queen.v1.PurgeDeadLettersRequest\x1a\".queen.v1.PurgeDeadLettersResponse\x12J\n" +
+	"\vRecordTrace\x12\x1c.queen.v1.RecordTraceRequest\x1a\x1d.queen.v1.RecordTraceResponse\x12@\n" +
+	"\n" +
+	"ListTraces\x12\x14.queen.v1.MessageRef\x1a\x1c.queen.v1.ListTracesResponse\x12K\n" +
+	"\fTracesByName\x12\x1d.queen.v1.TracesByNameRequest\x1a\x1c.queen.v1.ListTracesResponse\x12G\n" +
+	"\n" +
+	"TraceNames\x12\x1b.queen.v1.TraceNamesRequest\x1a\x1c.queen.v1.TraceNamesResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -4278,67 +5938,87 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 }
 
 var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
-	(PushStatus)(0),               // 0: queen.v1.PushStatus
-	(SubscriptionMode)(0),         // 1: queen.v1.SubscriptionMode
-	(AckStatus)(0),                // 2: queen.v1.AckStatus
-	(KvOpKind)(0),                 // 3: queen.v1.KvOpKind
-	(TimerOpKind)(0),              // 4: queen.v1.TimerOpKind
-	(TimerStatus)(0),              // 5: queen.v1.TimerStatus
-	(*PushItem)(nil),              // 6: queen.v1.PushItem
-	(*PushRequest)(nil),           // 7: queen.v1.PushRequest
-	(*PushResult)(nil),            // 8: queen.v1.PushResult
-	(*PushResponse)(nil),          // 9: queen.v1.PushResponse
-	(*PopRequest)(nil),            // 10: queen.v1.PopRequest
-	(*Message)(nil),               // 11: queen.v1.Message
-	(*PopResponse)(nil),           // 12: queen.v1.PopResponse
-	(*ConsumeRequest)(nil),        // 13: queen.v1.ConsumeRequest
-	(*AckRequest)(nil),            // 14: queen.v1.AckRequest
-	(*AckResult)(nil),             // 15: queen.v1.AckResult
-	(*AckResponse)(nil),           // 16: queen.v1.AckResponse
-	(*AckItem)(nil),               // 17: queen.v1.AckItem
-	(*AckBatchRequest)(nil),       // 18: queen.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),      // 19: queen.v1.AckBatchResponse
-	(*TransactionOp)(nil),         // 20: queen.v1.TransactionOp
-	(*TransactionRequest)(nil),    // 21: queen.v1.TransactionRequest
-	(*Position)(nil),              // 22: queen.v1.Position
-	(*TransactionItemResult)(nil), // 23: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),   // 24: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),    // 25: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 26: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),          // 27: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),      // 28: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),     // 29: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),    // 30: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 31: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                  // 32: queen.v1.KvOp
-	(*KvRow)(nil),                 // 33: queen.v1.KvRow
-	(*KvResult)(nil),              // 34: queen.v1.KvResult
-	(*KvRequest)(nil),             // 35: queen.v1.KvRequest
-	(*KvResponse)(nil),            // 36: queen.v1.KvResponse
-	(*TimerOp)(nil),               // 37: queen.v1.TimerOp
-	(*TimersRequest)(nil),         // 38: queen.v1.TimersRequest
-	(*TimerResult)(nil),           // 39: queen.v1.TimerResult
-	(*TimersResponse)(nil),        // 40: queen.v1.TimersResponse
-	(*CancelTimerRequest)(nil),    // 41: queen.v1.CancelTimerRequest
-	(*Timer)(nil),                 // 42: queen.v1.Timer
-	(*GetTimerRequest)(nil),       // 43: queen.v1.GetTimerRequest
-	(*GetTimerResponse)(nil),      // 44: queen.v1.GetTimerResponse
-	(*ListTimersRequest)(nil),     // 45: queen.v1.ListTimersRequest
-	(*ListTimersResponse)(nil),    // 46: queen.v1.ListTimersResponse
-	(*CountTimersRequest)(nil),    // 47: queen.v1.CountTimersRequest
-	(*CountTimersResponse)(nil),   // 48: queen.v1.CountTimersResponse
-	(*timestamppb.Timestamp)(nil), // 49: google.protobuf.Timestamp
+	(PushStatus)(0),                  // 0: queen.v1.PushStatus
+	(SubscriptionMode)(0),            // 1: queen.v1.SubscriptionMode
+	(AckStatus)(0),                   // 2: queen.v1.AckStatus
+	(KvOpKind)(0),                    // 3: queen.v1.KvOpKind
+	(TimerOpKind)(0),                 // 4: queen.v1.TimerOpKind
+	(TimerStatus)(0),                 // 5: queen.v1.TimerStatus
+	(*PushItem)(nil),                 // 6: queen.v1.PushItem
+	(*PushRequest)(nil),              // 7: queen.v1.PushRequest
+	(*PushResult)(nil),               // 8: queen.v1.PushResult
+	(*PushResponse)(nil),             // 9: queen.v1.PushResponse
+	(*PopRequest)(nil),               // 10: queen.v1.PopRequest
+	(*Message)(nil),                  // 11: queen.v1.Message
+	(*PopResponse)(nil),              // 12: queen.v1.PopResponse
+	(*ConsumeRequest)(nil),           // 13: queen.v1.ConsumeRequest
+	(*AckRequest)(nil),               // 14: queen.v1.AckRequest
+	(*AckResult)(nil),                // 15: queen.v1.AckResult
+	(*AckResponse)(nil),              // 16: queen.v1.AckResponse
+	(*AckItem)(nil),                  // 17: queen.v1.AckItem
+	(*AckBatchRequest)(nil),          // 18: queen.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 19: queen.v1.AckBatchResponse
+	(*TransactionOp)(nil),            // 20: queen.v1.TransactionOp
+	(*TransactionRequest)(nil),       // 21: queen.v1.TransactionRequest
+	(*Position)(nil),                 // 22: queen.v1.Position
+	(*TransactionItemResult)(nil),    // 23: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),      // 24: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),       // 25: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),      // 26: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),             // 27: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),         // 28: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),        // 29: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),       // 30: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),      // 31: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                     // 32: queen.v1.KvOp
+	(*KvRow)(nil),                    // 33: queen.v1.KvRow
+	(*KvResult)(nil),                 // 34: queen.v1.KvResult
+	(*KvRequest)(nil),                // 35: queen.v1.KvRequest
+	(*KvResponse)(nil),               // 36: queen.v1.KvResponse
+	(*TimerOp)(nil),                  // 37: queen.v1.TimerOp
+	(*TimersRequest)(nil),            // 38: queen.v1.TimersRequest
+	(*TimerResult)(nil),              // 39: queen.v1.TimerResult
+	(*TimersResponse)(nil),           // 40: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),       // 41: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                    // 42: queen.v1.Timer
+	(*GetTimerRequest)(nil),          // 43: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),         // 44: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),        // 45: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),       // 46: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),       // 47: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),      // 48: queen.v1.CountTimersResponse
+	(*ListMessagesRequest)(nil),      // 49: queen.v1.ListMessagesRequest
+	(*MessageRow)(nil),               // 50: queen.v1.MessageRow
+	(*ListMessagesResponse)(nil),     // 51: queen.v1.ListMessagesResponse
+	(*MessageRef)(nil),               // 52: queen.v1.MessageRef
+	(*MessageGroup)(nil),             // 53: queen.v1.MessageGroup
+	(*DeadLetterRef)(nil),            // 54: queen.v1.DeadLetterRef
+	(*MessageDetail)(nil),            // 55: queen.v1.MessageDetail
+	(*DeleteMessageResponse)(nil),    // 56: queen.v1.DeleteMessageResponse
+	(*ReplayDeadLetterRequest)(nil),  // 57: queen.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 58: queen.v1.ReplayDeadLetterResponse
+	(*PurgeDeadLettersRequest)(nil),  // 59: queen.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 60: queen.v1.PurgeDeadLettersResponse
+	(*RecordTraceRequest)(nil),       // 61: queen.v1.RecordTraceRequest
+	(*RecordTraceResponse)(nil),      // 62: queen.v1.RecordTraceResponse
+	(*Trace)(nil),                    // 63: queen.v1.Trace
+	(*ListTracesResponse)(nil),       // 64: queen.v1.ListTracesResponse
+	(*TracesByNameRequest)(nil),      // 65: queen.v1.TracesByNameRequest
+	(*TraceNamesRequest)(nil),        // 66: queen.v1.TraceNamesRequest
+	(*TraceName)(nil),                // 67: queen.v1.TraceName
+	(*TraceNamesResponse)(nil),       // 68: queen.v1.TraceNamesResponse
+	(*timestamppb.Timestamp)(nil),    // 69: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	6,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
 	8,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	49, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	49, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	49, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	69, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	69, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	69, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	11, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
 	10, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
@@ -4356,14 +6036,14 @@ var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	39, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
 	23, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
 	34, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	49, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	69, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
 	27, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
 	27, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
 	3,  // 27: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	49, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	49, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	49, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	49, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	69, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	69, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	69, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	69, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
 	33, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
 	32, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
 	34, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
@@ -4371,48 +6051,72 @@ var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	4,  // 36: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
 	37, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
 	5,  // 38: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	49, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	69, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
 	39, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	49, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	49, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	49, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	69, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	69, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	69, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
 	42, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
 	42, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
-	7,  // 46: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	10, // 47: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	13, // 48: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	14, // 49: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	18, // 50: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	21, // 51: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	25, // 52: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	28, // 53: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	30, // 54: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	35, // 55: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	38, // 56: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	41, // 57: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	43, // 58: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	45, // 59: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	47, // 60: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	9,  // 61: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	12, // 62: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	12, // 63: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	16, // 64: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	19, // 65: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	24, // 66: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	26, // 67: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	29, // 68: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	31, // 69: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	36, // 70: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	40, // 71: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	39, // 72: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	44, // 73: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	46, // 74: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	48, // 75: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	61, // [61:76] is the sub-list for method output_type
-	46, // [46:61] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	50, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
+	50, // 47: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
+	53, // 48: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
+	54, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
+	63, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
+	67, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
+	7,  // 52: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	10, // 53: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	13, // 54: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	14, // 55: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	18, // 56: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	21, // 57: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	25, // 58: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	28, // 59: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	30, // 60: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	35, // 61: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	38, // 62: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	41, // 63: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	43, // 64: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	45, // 65: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	47, // 66: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	49, // 67: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
+	52, // 68: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
+	52, // 69: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
+	57, // 70: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
+	59, // 71: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
+	61, // 72: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
+	52, // 73: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
+	65, // 74: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
+	66, // 75: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
+	9,  // 76: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	12, // 77: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	12, // 78: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	16, // 79: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	19, // 80: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	24, // 81: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	26, // 82: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	29, // 83: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	31, // 84: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	36, // 85: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	40, // 86: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	39, // 87: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	44, // 88: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	46, // 89: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	48, // 90: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	51, // 91: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
+	55, // 92: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
+	56, // 93: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
+	58, // 94: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
+	60, // 95: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
+	62, // 96: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
+	64, // 97: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
+	64, // 98: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
+	68, // 99: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
+	76, // [76:100] is the sub-list for method output_type
+	52, // [52:76] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -4434,13 +6138,14 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	file_grpcapi_queenpb_queen_proto_msgTypes[27].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[28].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[31].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   43,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,21 +30,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Queen_Push_FullMethodName        = "/queen.v1.Queen/Push"
-	Queen_Pop_FullMethodName         = "/queen.v1.Queen/Pop"
-	Queen_Consume_FullMethodName     = "/queen.v1.Queen/Consume"
-	Queen_Ack_FullMethodName         = "/queen.v1.Queen/Ack"
-	Queen_AckBatch_FullMethodName    = "/queen.v1.Queen/AckBatch"
-	Queen_Transaction_FullMethodName = "/queen.v1.Queen/Transaction"
-	Queen_ExtendLease_FullMethodName = "/queen.v1.Queen/ExtendLease"
-	Queen_Configure_FullMethodName   = "/queen.v1.Queen/Configure"
-	Queen_DeleteQueue_FullMethodName = "/queen.v1.Queen/DeleteQueue"
-	Queen_Kv_FullMethodName          = "/queen.v1.Queen/Kv"
-	Queen_Timers_FullMethodName      = "/queen.v1.Queen/Timers"
-	Queen_CancelTimer_FullMethodName = "/queen.v1.Queen/CancelTimer"
-	Queen_GetTimer_FullMethodName    = "/queen.v1.Queen/GetTimer"
-	Queen_ListTimers_FullMethodName  = "/queen.v1.Queen/ListTimers"
-	Queen_CountTimers_FullMethodName = "/queen.v1.Queen/CountTimers"
+	Queen_Push_FullMethodName             = "/queen.v1.Queen/Push"
+	Queen_Pop_FullMethodName              = "/queen.v1.Queen/Pop"
+	Queen_Consume_FullMethodName          = "/queen.v1.Queen/Consume"
+	Queen_Ack_FullMethodName              = "/queen.v1.Queen/Ack"
+	Queen_AckBatch_FullMethodName         = "/queen.v1.Queen/AckBatch"
+	Queen_Transaction_FullMethodName      = "/queen.v1.Queen/Transaction"
+	Queen_ExtendLease_FullMethodName      = "/queen.v1.Queen/ExtendLease"
+	Queen_Configure_FullMethodName        = "/queen.v1.Queen/Configure"
+	Queen_DeleteQueue_FullMethodName      = "/queen.v1.Queen/DeleteQueue"
+	Queen_Kv_FullMethodName               = "/queen.v1.Queen/Kv"
+	Queen_Timers_FullMethodName           = "/queen.v1.Queen/Timers"
+	Queen_CancelTimer_FullMethodName      = "/queen.v1.Queen/CancelTimer"
+	Queen_GetTimer_FullMethodName         = "/queen.v1.Queen/GetTimer"
+	Queen_ListTimers_FullMethodName       = "/queen.v1.Queen/ListTimers"
+	Queen_CountTimers_FullMethodName      = "/queen.v1.Queen/CountTimers"
+	Queen_ListMessages_FullMethodName     = "/queen.v1.Queen/ListMessages"
+	Queen_GetMessage_FullMethodName       = "/queen.v1.Queen/GetMessage"
+	Queen_DeleteMessage_FullMethodName    = "/queen.v1.Queen/DeleteMessage"
+	Queen_ReplayDeadLetter_FullMethodName = "/queen.v1.Queen/ReplayDeadLetter"
+	Queen_PurgeDeadLetters_FullMethodName = "/queen.v1.Queen/PurgeDeadLetters"
+	Queen_RecordTrace_FullMethodName      = "/queen.v1.Queen/RecordTrace"
+	Queen_ListTraces_FullMethodName       = "/queen.v1.Queen/ListTraces"
+	Queen_TracesByName_FullMethodName     = "/queen.v1.Queen/TracesByName"
+	Queen_TraceNames_FullMethodName       = "/queen.v1.Queen/TraceNames"
 )
 
 // QueenClient is the client API for Queen service.
@@ -91,6 +100,28 @@ type QueenClient interface {
 	// CountTimers counts a queue's pending timers whose key starts with a
 	// prefix (GET /api/v1/timers/:queue?mode=count&prefix=).
 	CountTimers(ctx context.Context, in *CountTimersRequest, opts ...grpc.CallOption) (*CountTimersResponse, error)
+	// ListMessages lists stored messages newest first with their status
+	// (GET /api/v1/messages, spec §4.9).
+	ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error)
+	// GetMessage reads the message a (partitionId, transactionId) names.
+	GetMessage(ctx context.Context, in *MessageRef, opts ...grpc.CallOption) (*MessageDetail, error)
+	// DeleteMessage deletes it (one entry; pops skip it from then on).
+	DeleteMessage(ctx context.Context, in *MessageRef, opts ...grpc.CallOption) (*DeleteMessageResponse, error)
+	// ReplayDeadLetter moves a dead letter back as a new message, by its
+	// dlq_id (POST /api/v1/dlq/:id/replay) or by its message and group
+	// (POST /api/v1/messages/:p/:t/retry).
+	ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error)
+	// PurgeDeadLetters removes one queue's dead letters (DELETE /api/v1/dlq).
+	PurgeDeadLetters(ctx context.Context, in *PurgeDeadLettersRequest, opts ...grpc.CallOption) (*PurgeDeadLettersResponse, error)
+	// RecordTrace records a trace event of a message (POST /api/v1/traces).
+	RecordTrace(ctx context.Context, in *RecordTraceRequest, opts ...grpc.CallOption) (*RecordTraceResponse, error)
+	// ListTraces lists a message's traces (GET /api/v1/traces/:p/:t).
+	ListTraces(ctx context.Context, in *MessageRef, opts ...grpc.CallOption) (*ListTracesResponse, error)
+	// TracesByName lists traces by name, newest first, with their message's
+	// payload (GET /api/v1/traces/by-name/:name).
+	TracesByName(ctx context.Context, in *TracesByNameRequest, opts ...grpc.CallOption) (*ListTracesResponse, error)
+	// TraceNames lists the trace names with their counts.
+	TraceNames(ctx context.Context, in *TraceNamesRequest, opts ...grpc.CallOption) (*TraceNamesResponse, error)
 }
 
 type queenClient struct {
@@ -260,6 +291,96 @@ func (c *queenClient) CountTimers(ctx context.Context, in *CountTimersRequest, o
 	return out, nil
 }
 
+func (c *queenClient) ListMessages(ctx context.Context, in *ListMessagesRequest, opts ...grpc.CallOption) (*ListMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMessagesResponse)
+	err := c.cc.Invoke(ctx, Queen_ListMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) GetMessage(ctx context.Context, in *MessageRef, opts ...grpc.CallOption) (*MessageDetail, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MessageDetail)
+	err := c.cc.Invoke(ctx, Queen_GetMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) DeleteMessage(ctx context.Context, in *MessageRef, opts ...grpc.CallOption) (*DeleteMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteMessageResponse)
+	err := c.cc.Invoke(ctx, Queen_DeleteMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayDeadLetterResponse)
+	err := c.cc.Invoke(ctx, Queen_ReplayDeadLetter_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) PurgeDeadLetters(ctx context.Context, in *PurgeDeadLettersRequest, opts ...grpc.CallOption) (*PurgeDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeDeadLettersResponse)
+	err := c.cc.Invoke(ctx, Queen_PurgeDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) RecordTrace(ctx context.Context, in *RecordTraceRequest, opts ...grpc.CallOption) (*RecordTraceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordTraceResponse)
+	err := c.cc.Invoke(ctx, Queen_RecordTrace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) ListTraces(ctx context.Context, in *MessageRef, opts ...grpc.CallOption) (*ListTracesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTracesResponse)
+	err := c.cc.Invoke(ctx, Queen_ListTraces_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) TracesByName(ctx context.Context, in *TracesByNameRequest, opts ...grpc.CallOption) (*ListTracesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTracesResponse)
+	err := c.cc.Invoke(ctx, Queen_TracesByName_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) TraceNames(ctx context.Context, in *TraceNamesRequest, opts ...grpc.CallOption) (*TraceNamesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TraceNamesResponse)
+	err := c.cc.Invoke(ctx, Queen_TraceNames_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -304,6 +425,28 @@ type QueenServer interface {
 	// CountTimers counts a queue's pending timers whose key starts with a
 	// prefix (GET /api/v1/timers/:queue?mode=count&prefix=).
 	CountTimers(context.Context, *CountTimersRequest) (*CountTimersResponse, error)
+	// ListMessages lists stored messages newest first with their status
+	// (GET /api/v1/messages, spec §4.9).
+	ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error)
+	// GetMessage reads the message a (partitionId, transactionId) names.
+	GetMessage(context.Context, *MessageRef) (*MessageDetail, error)
+	// DeleteMessage deletes it (one entry; pops skip it from then on).
+	DeleteMessage(context.Context, *MessageRef) (*DeleteMessageResponse, error)
+	// ReplayDeadLetter moves a dead letter back as a new message, by its
+	// dlq_id (POST /api/v1/dlq/:id/replay) or by its message and group
+	// (POST /api/v1/messages/:p/:t/retry).
+	ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error)
+	// PurgeDeadLetters removes one queue's dead letters (DELETE /api/v1/dlq).
+	PurgeDeadLetters(context.Context, *PurgeDeadLettersRequest) (*PurgeDeadLettersResponse, error)
+	// RecordTrace records a trace event of a message (POST /api/v1/traces).
+	RecordTrace(context.Context, *RecordTraceRequest) (*RecordTraceResponse, error)
+	// ListTraces lists a message's traces (GET /api/v1/traces/:p/:t).
+	ListTraces(context.Context, *MessageRef) (*ListTracesResponse, error)
+	// TracesByName lists traces by name, newest first, with their message's
+	// payload (GET /api/v1/traces/by-name/:name).
+	TracesByName(context.Context, *TracesByNameRequest) (*ListTracesResponse, error)
+	// TraceNames lists the trace names with their counts.
+	TraceNames(context.Context, *TraceNamesRequest) (*TraceNamesResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -358,6 +501,33 @@ func (UnimplementedQueenServer) ListTimers(context.Context, *ListTimersRequest) 
 }
 func (UnimplementedQueenServer) CountTimers(context.Context, *CountTimersRequest) (*CountTimersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountTimers not implemented")
+}
+func (UnimplementedQueenServer) ListMessages(context.Context, *ListMessagesRequest) (*ListMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMessages not implemented")
+}
+func (UnimplementedQueenServer) GetMessage(context.Context, *MessageRef) (*MessageDetail, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMessage not implemented")
+}
+func (UnimplementedQueenServer) DeleteMessage(context.Context, *MessageRef) (*DeleteMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteMessage not implemented")
+}
+func (UnimplementedQueenServer) ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayDeadLetter not implemented")
+}
+func (UnimplementedQueenServer) PurgeDeadLetters(context.Context, *PurgeDeadLettersRequest) (*PurgeDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeDeadLetters not implemented")
+}
+func (UnimplementedQueenServer) RecordTrace(context.Context, *RecordTraceRequest) (*RecordTraceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordTrace not implemented")
+}
+func (UnimplementedQueenServer) ListTraces(context.Context, *MessageRef) (*ListTracesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTraces not implemented")
+}
+func (UnimplementedQueenServer) TracesByName(context.Context, *TracesByNameRequest) (*ListTracesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TracesByName not implemented")
+}
+func (UnimplementedQueenServer) TraceNames(context.Context, *TraceNamesRequest) (*TraceNamesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TraceNames not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -643,6 +813,168 @@ func _Queen_CountTimers_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_ListMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).ListMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_ListMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).ListMessages(ctx, req.(*ListMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_GetMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MessageRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).GetMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_GetMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).GetMessage(ctx, req.(*MessageRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_DeleteMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MessageRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).DeleteMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_DeleteMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).DeleteMessage(ctx, req.(*MessageRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_ReplayDeadLetter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayDeadLetterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).ReplayDeadLetter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_ReplayDeadLetter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).ReplayDeadLetter(ctx, req.(*ReplayDeadLetterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_PurgeDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).PurgeDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_PurgeDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).PurgeDeadLetters(ctx, req.(*PurgeDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_RecordTrace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordTraceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).RecordTrace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_RecordTrace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).RecordTrace(ctx, req.(*RecordTraceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_ListTraces_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MessageRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).ListTraces(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_ListTraces_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).ListTraces(ctx, req.(*MessageRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_TracesByName_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TracesByNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).TracesByName(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_TracesByName_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).TracesByName(ctx, req.(*TracesByNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_TraceNames_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TraceNamesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).TraceNames(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_TraceNames_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).TraceNames(ctx, req.(*TraceNamesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -705,6 +1037,42 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CountTimers",
 			Handler:    _Queen_CountTimers_Handler,
+		},
+		{
+			MethodName: "ListMessages",
+			Handler:    _Queen_ListMessages_Handler,
+		},
+		{
+			MethodName: "GetMessage",
+			Handler:    _Queen_GetMessage_Handler,
+		},
+		{
+			MethodName: "DeleteMessage",
+			Handler:    _Queen_DeleteMessage_Handler,
+		},
+		{
+			MethodName: "ReplayDeadLetter",
+			Handler:    _Queen_ReplayDeadLetter_Handler,
+		},
+		{
+			MethodName: "PurgeDeadLetters",
+			Handler:    _Queen_PurgeDeadLetters_Handler,
+		},
+		{
+			MethodName: "RecordTrace",
+			Handler:    _Queen_RecordTrace_Handler,
+		},
+		{
+			MethodName: "ListTraces",
+			Handler:    _Queen_ListTraces_Handler,
+		},
+		{
+			MethodName: "TracesByName",
+			Handler:    _Queen_TracesByName_Handler,
+		},
+		{
+			MethodName: "TraceNames",
+			Handler:    _Queen_TraceNames_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
