@@ -44,6 +44,7 @@ var queenLevels = map[string]methodAccess{
 	"TracesByName":     {level: auth.ReadOnly},
 	"TraceNames":       {level: auth.ReadOnly},
 	"PurgeDeadLetters": {level: auth.Admin},
+	"QueueDepth":       {level: auth.ReadOnly},
 }
 
 // accessOf is what a full method name needs. Health and reflection are

@@ -356,3 +356,30 @@ func (s *Public) TraceNames(ctx context.Context, in *queenpb.TraceNamesRequest) 
 	}
 	return out, nil
 }
+
+// QueueDepth is what a queue holds for one group (addendum §8).
+func (s *Public) QueueDepth(ctx context.Context, in *queenpb.QueueDepthRequest) (*queenpb.QueueDepthResponse, error) {
+	if !auth.InScope(ctx, in.Queue) {
+		return nil, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
+	}
+	var d fsm.Depth
+	var found bool
+	err := s.node.Read(ctx, cluster.Linearizable, func(rd *fsm.Reader) error {
+		d, found = rd.Depth(in.Queue, in.ConsumerGroup, s.node.Now())
+		return nil
+	})
+	if err != nil {
+		return nil, publicStatus(err)
+	}
+	if !found {
+		return nil, status.Error(codes.NotFound, "Queue not found")
+	}
+	out := &queenpb.QueueDepthResponse{Pending: d.Pending, PartitionsPending: d.PartitionsPending, Conflation: d.Conflation,
+		EffectivePending: d.EffectivePending, Processing: d.Processing, Ready: d.Ready, PartitionsReady: d.PartitionsReady,
+		EffectiveReady: d.EffectiveReady}
+	for _, p := range d.Partitions {
+		out.Partitions = append(out.Partitions, &queenpb.PartitionDepth{Partition: p.Partition, Pending: p.Pending,
+			Processing: p.Processing, Ready: p.Ready})
+	}
+	return out, nil
+}

@@ -5353,6 +5353,234 @@ func (x *TraceNamesResponse) GetTotal() int64 {
 	return 0
 }
 
+type QueueDepthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // "" = queue mode
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueDepthRequest) Reset() {
+	*x = QueueDepthRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDepthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDepthRequest) ProtoMessage() {}
+
+func (x *QueueDepthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDepthRequest.ProtoReflect.Descriptor instead.
+func (*QueueDepthRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *QueueDepthRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueDepthRequest) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+type PartitionDepth struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Pending       uint64                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	Processing    uint64                 `protobuf:"varint,3,opt,name=processing,proto3" json:"processing,omitempty"`
+	Ready         uint64                 `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionDepth) Reset() {
+	*x = PartitionDepth{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionDepth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionDepth) ProtoMessage() {}
+
+func (x *PartitionDepth) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionDepth.ProtoReflect.Descriptor instead.
+func (*PartitionDepth) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *PartitionDepth) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *PartitionDepth) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *PartitionDepth) GetProcessing() uint64 {
+	if x != nil {
+		return x.Processing
+	}
+	return 0
+}
+
+func (x *PartitionDepth) GetReady() uint64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+type QueueDepthResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Pending           uint64                 `protobuf:"varint,1,opt,name=pending,proto3" json:"pending,omitempty"`
+	PartitionsPending uint64                 `protobuf:"varint,2,opt,name=partitions_pending,json=partitionsPending,proto3" json:"partitions_pending,omitempty"`
+	Conflation        *bool                  `protobuf:"varint,3,opt,name=conflation,proto3,oneof" json:"conflation,omitempty"` // the queue's policy; unset = each pop decides
+	EffectivePending  uint64                 `protobuf:"varint,4,opt,name=effective_pending,json=effectivePending,proto3" json:"effective_pending,omitempty"`
+	Processing        uint64                 `protobuf:"varint,5,opt,name=processing,proto3" json:"processing,omitempty"`
+	Ready             uint64                 `protobuf:"varint,6,opt,name=ready,proto3" json:"ready,omitempty"`
+	PartitionsReady   uint64                 `protobuf:"varint,7,opt,name=partitions_ready,json=partitionsReady,proto3" json:"partitions_ready,omitempty"`
+	EffectiveReady    uint64                 `protobuf:"varint,8,opt,name=effective_ready,json=effectiveReady,proto3" json:"effective_ready,omitempty"`
+	Partitions        []*PartitionDepth      `protobuf:"bytes,9,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *QueueDepthResponse) Reset() {
+	*x = QueueDepthResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDepthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDepthResponse) ProtoMessage() {}
+
+func (x *QueueDepthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDepthResponse.ProtoReflect.Descriptor instead.
+func (*QueueDepthResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *QueueDepthResponse) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetPartitionsPending() uint64 {
+	if x != nil {
+		return x.PartitionsPending
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetConflation() bool {
+	if x != nil && x.Conflation != nil {
+		return *x.Conflation
+	}
+	return false
+}
+
+func (x *QueueDepthResponse) GetEffectivePending() uint64 {
+	if x != nil {
+		return x.EffectivePending
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetProcessing() uint64 {
+	if x != nil {
+		return x.Processing
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetReady() uint64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetPartitionsReady() uint64 {
+	if x != nil {
+		return x.PartitionsReady
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetEffectiveReady() uint64 {
+	if x != nil {
+		return x.EffectiveReady
+	}
+	return 0
+}
+
+func (x *QueueDepthResponse) GetPartitions() []*PartitionDepth {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
@@ -5855,7 +6083,34 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\tlast_seen\x18\x04 \x01(\tR\blastSeen\"U\n" +
 	"\x12TraceNamesResponse\x12)\n" +
 	"\x05names\x18\x01 \x03(\v2\x13.queen.v1.TraceNameR\x05names\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total*\x8e\x01\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"P\n" +
+	"\x11QueueDepthRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\"~\n" +
+	"\x0ePartitionDepth\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\tR\tpartition\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x04R\apending\x12\x1e\n" +
+	"\n" +
+	"processing\x18\x03 \x01(\x04R\n" +
+	"processing\x12\x14\n" +
+	"\x05ready\x18\x04 \x01(\x04R\x05ready\"\x82\x03\n" +
+	"\x12QueueDepthResponse\x12\x18\n" +
+	"\apending\x18\x01 \x01(\x04R\apending\x12-\n" +
+	"\x12partitions_pending\x18\x02 \x01(\x04R\x11partitionsPending\x12#\n" +
+	"\n" +
+	"conflation\x18\x03 \x01(\bH\x00R\n" +
+	"conflation\x88\x01\x01\x12+\n" +
+	"\x11effective_pending\x18\x04 \x01(\x04R\x10effectivePending\x12\x1e\n" +
+	"\n" +
+	"processing\x18\x05 \x01(\x04R\n" +
+	"processing\x12\x14\n" +
+	"\x05ready\x18\x06 \x01(\x04R\x05ready\x12)\n" +
+	"\x10partitions_ready\x18\a \x01(\x04R\x0fpartitionsReady\x12'\n" +
+	"\x0feffective_ready\x18\b \x01(\x04R\x0eeffectiveReady\x128\n" +
+	"\n" +
+	"partitions\x18\t \x03(\v2\x18.queen.v1.PartitionDepthR\n" +
+	"partitionsB\r\n" +
+	"\v_conflation*\x8e\x01\n" +
 	"\n" +
 	"PushStatus\x12\x1b\n" +
 	"\x17PUSH_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -5894,7 +6149,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x16TIMER_STATUS_SCHEDULED\x10\x01\x12\x1c\n" +
 	"\x18TIMER_STATUS_RESCHEDULED\x10\x02\x12\x1a\n" +
 	"\x16TIMER_STATUS_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13TIMER_STATUS_ABSENT\x10\x042\x89\r\n" +
+	"\x13TIMER_STATUS_ABSENT\x10\x042\xd2\r\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -5923,7 +6178,9 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"ListTraces\x12\x14.queen.v1.MessageRef\x1a\x1c.queen.v1.ListTracesResponse\x12K\n" +
 	"\fTracesByName\x12\x1d.queen.v1.TracesByNameRequest\x1a\x1c.queen.v1.ListTracesResponse\x12G\n" +
 	"\n" +
-	"TraceNames\x12\x1b.queen.v1.TraceNamesRequest\x1a\x1c.queen.v1.TraceNamesResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"TraceNames\x12\x1b.queen.v1.TraceNamesRequest\x1a\x1c.queen.v1.TraceNamesResponse\x12G\n" +
+	"\n" +
+	"QueueDepth\x12\x1b.queen.v1.QueueDepthRequest\x1a\x1c.queen.v1.QueueDepthResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -5938,7 +6195,7 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 }
 
 var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(PushStatus)(0),                  // 0: queen.v1.PushStatus
 	(SubscriptionMode)(0),            // 1: queen.v1.SubscriptionMode
@@ -6009,16 +6266,19 @@ var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(*TraceNamesRequest)(nil),        // 66: queen.v1.TraceNamesRequest
 	(*TraceName)(nil),                // 67: queen.v1.TraceName
 	(*TraceNamesResponse)(nil),       // 68: queen.v1.TraceNamesResponse
-	(*timestamppb.Timestamp)(nil),    // 69: google.protobuf.Timestamp
+	(*QueueDepthRequest)(nil),        // 69: queen.v1.QueueDepthRequest
+	(*PartitionDepth)(nil),           // 70: queen.v1.PartitionDepth
+	(*QueueDepthResponse)(nil),       // 71: queen.v1.QueueDepthResponse
+	(*timestamppb.Timestamp)(nil),    // 72: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	6,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
 	8,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	69, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	69, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	69, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	72, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	72, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	72, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	11, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
 	10, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
@@ -6036,14 +6296,14 @@ var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	39, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
 	23, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
 	34, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	69, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	72, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
 	27, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
 	27, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
 	3,  // 27: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	69, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	69, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	69, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	69, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	72, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	72, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	72, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	72, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
 	33, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
 	32, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
 	34, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
@@ -6051,11 +6311,11 @@ var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	4,  // 36: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
 	37, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
 	5,  // 38: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	69, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	72, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
 	39, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	69, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	69, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	69, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	72, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	72, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	72, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
 	42, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
 	42, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
 	50, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
@@ -6064,59 +6324,62 @@ var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
 	54, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
 	63, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
 	67, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
-	7,  // 52: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	10, // 53: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	13, // 54: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	14, // 55: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	18, // 56: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	21, // 57: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	25, // 58: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	28, // 59: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	30, // 60: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	35, // 61: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	38, // 62: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	41, // 63: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	43, // 64: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	45, // 65: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	47, // 66: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	49, // 67: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
-	52, // 68: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
-	52, // 69: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
-	57, // 70: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
-	59, // 71: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
-	61, // 72: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
-	52, // 73: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
-	65, // 74: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
-	66, // 75: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
-	9,  // 76: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	12, // 77: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	12, // 78: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	16, // 79: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	19, // 80: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	24, // 81: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	26, // 82: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	29, // 83: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	31, // 84: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	36, // 85: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	40, // 86: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	39, // 87: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	44, // 88: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	46, // 89: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	48, // 90: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	51, // 91: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
-	55, // 92: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
-	56, // 93: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
-	58, // 94: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
-	60, // 95: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
-	62, // 96: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
-	64, // 97: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
-	64, // 98: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
-	68, // 99: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
-	76, // [76:100] is the sub-list for method output_type
-	52, // [52:76] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	70, // 52: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
+	7,  // 53: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	10, // 54: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	13, // 55: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	14, // 56: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	18, // 57: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	21, // 58: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	25, // 59: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	28, // 60: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	30, // 61: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	35, // 62: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	38, // 63: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	41, // 64: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	43, // 65: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	45, // 66: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	47, // 67: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	49, // 68: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
+	52, // 69: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
+	52, // 70: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
+	57, // 71: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
+	59, // 72: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
+	61, // 73: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
+	52, // 74: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
+	65, // 75: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
+	66, // 76: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
+	69, // 77: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
+	9,  // 78: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	12, // 79: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	12, // 80: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	16, // 81: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	19, // 82: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	24, // 83: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	26, // 84: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	29, // 85: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	31, // 86: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	36, // 87: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	40, // 88: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	39, // 89: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	44, // 90: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	46, // 91: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	48, // 92: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	51, // 93: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
+	55, // 94: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
+	56, // 95: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
+	58, // 96: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
+	60, // 97: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
+	62, // 98: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
+	64, // 99: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
+	64, // 100: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
+	68, // 101: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
+	71, // 102: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
+	78, // [78:103] is the sub-list for method output_type
+	53, // [53:78] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -6139,13 +6402,14 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	file_grpcapi_queenpb_queen_proto_msgTypes[28].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[31].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[55].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   63,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,7 @@ const (
 	Queen_ListTraces_FullMethodName       = "/queen.v1.Queen/ListTraces"
 	Queen_TracesByName_FullMethodName     = "/queen.v1.Queen/TracesByName"
 	Queen_TraceNames_FullMethodName       = "/queen.v1.Queen/TraceNames"
+	Queen_QueueDepth_FullMethodName       = "/queen.v1.Queen/QueueDepth"
 )
 
 // QueenClient is the client API for Queen service.
@@ -122,6 +123,9 @@ type QueenClient interface {
 	TracesByName(ctx context.Context, in *TracesByNameRequest, opts ...grpc.CallOption) (*ListTracesResponse, error)
 	// TraceNames lists the trace names with their counts.
 	TraceNames(ctx context.Context, in *TraceNamesRequest, opts ...grpc.CallOption) (*TraceNamesResponse, error)
+	// QueueDepth is what a queue holds for one group (GET
+	// /api/v1/resources/queues/:queue/depth, addendum §8).
+	QueueDepth(ctx context.Context, in *QueueDepthRequest, opts ...grpc.CallOption) (*QueueDepthResponse, error)
 }
 
 type queenClient struct {
@@ -381,6 +385,16 @@ func (c *queenClient) TraceNames(ctx context.Context, in *TraceNamesRequest, opt
 	return out, nil
 }
 
+func (c *queenClient) QueueDepth(ctx context.Context, in *QueueDepthRequest, opts ...grpc.CallOption) (*QueueDepthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueueDepthResponse)
+	err := c.cc.Invoke(ctx, Queen_QueueDepth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -447,6 +461,9 @@ type QueenServer interface {
 	TracesByName(context.Context, *TracesByNameRequest) (*ListTracesResponse, error)
 	// TraceNames lists the trace names with their counts.
 	TraceNames(context.Context, *TraceNamesRequest) (*TraceNamesResponse, error)
+	// QueueDepth is what a queue holds for one group (GET
+	// /api/v1/resources/queues/:queue/depth, addendum §8).
+	QueueDepth(context.Context, *QueueDepthRequest) (*QueueDepthResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -528,6 +545,9 @@ func (UnimplementedQueenServer) TracesByName(context.Context, *TracesByNameReque
 }
 func (UnimplementedQueenServer) TraceNames(context.Context, *TraceNamesRequest) (*TraceNamesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TraceNames not implemented")
+}
+func (UnimplementedQueenServer) QueueDepth(context.Context, *QueueDepthRequest) (*QueueDepthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueueDepth not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -975,6 +995,24 @@ func _Queen_TraceNames_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_QueueDepth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueueDepthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).QueueDepth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_QueueDepth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).QueueDepth(ctx, req.(*QueueDepthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1073,6 +1111,10 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TraceNames",
 			Handler:    _Queen_TraceNames_Handler,
+		},
+		{
+			MethodName: "QueueDepth",
+			Handler:    _Queen_QueueDepth_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
