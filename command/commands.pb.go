@@ -245,6 +245,58 @@ func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_command_commands_proto_rawDescGZIP(), []int{17, 0}
 }
 
+type LockOp_Kind int32
+
+const (
+	LockOp_ACQUIRE LockOp_Kind = 0
+	LockOp_RENEW   LockOp_Kind = 1
+	LockOp_RELEASE LockOp_Kind = 2
+	LockOp_GET     LockOp_Kind = 3
+)
+
+// Enum value maps for LockOp_Kind.
+var (
+	LockOp_Kind_name = map[int32]string{
+		0: "ACQUIRE",
+		1: "RENEW",
+		2: "RELEASE",
+		3: "GET",
+	}
+	LockOp_Kind_value = map[string]int32{
+		"ACQUIRE": 0,
+		"RENEW":   1,
+		"RELEASE": 2,
+		"GET":     3,
+	}
+)
+
+func (x LockOp_Kind) Enum() *LockOp_Kind {
+	p := new(LockOp_Kind)
+	*p = x
+	return p
+}
+
+func (x LockOp_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockOp_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_command_commands_proto_enumTypes[4].Descriptor()
+}
+
+func (LockOp_Kind) Type() protoreflect.EnumType {
+	return &file_command_commands_proto_enumTypes[4]
+}
+
+func (x LockOp_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockOp_Kind.Descriptor instead.
+func (LockOp_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{29, 0}
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Effective time of the entry, microseconds since the Unix epoch, stamped
@@ -285,6 +337,7 @@ type Command struct {
 	//	*Command_Seek
 	//	*Command_DrainBuffer
 	//	*Command_AuditNote
+	//	*Command_Locks
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -542,6 +595,15 @@ func (x *Command) GetAuditNote() *AuditNote {
 	return nil
 }
 
+func (x *Command) GetLocks() *Locks {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Locks); ok {
+			return x.Locks
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -626,6 +688,10 @@ type Command_AuditNote struct {
 	AuditNote *AuditNote `protobuf:"bytes,29,opt,name=audit_note,json=auditNote,proto3,oneof"`
 }
 
+type Command_Locks struct {
+	Locks *Locks `protobuf:"bytes,30,opt,name=locks,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -665,6 +731,8 @@ func (*Command_Seek) isCommand_Body() {}
 func (*Command_DrainBuffer) isCommand_Body() {}
 
 func (*Command_AuditNote) isCommand_Body() {}
+
+func (*Command_Locks) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2570,12 +2638,152 @@ func (x *AuditNote) GetDetail() string {
 	return ""
 }
 
+// Locks is POST /api/v1/locks (addendum §4.3): up to 64 independent ops,
+// each on a different lock, in one entry. A permit is a KV row in
+// namespace queen-locks, key "<name>#<slot>", whose version (the index of
+// the entry that wrote it) is the fencing token. Apply decides every op by
+// the entry's time (package locks).
+type Locks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*LockOp              `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Locks) Reset() {
+	*x = Locks{}
+	mi := &file_command_commands_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Locks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Locks) ProtoMessage() {}
+
+func (x *Locks) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Locks.ProtoReflect.Descriptor instead.
+func (*Locks) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Locks) GetOps() []*LockOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type LockOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          LockOp_Kind            `protobuf:"varint,1,opt,name=kind,proto3,enum=queen.command.v1.LockOp_Kind" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`                              // "" = none (a retry cannot be recognised)
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                             // acquire: the semaphore's permits, 1..1024
+	TtlSeconds    int64                  `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"` // acquire, renew
+	Token         uint64                 `protobuf:"varint,6,opt,name=token,proto3" json:"token,omitempty"`                             // renew, release
+	Slot          uint32                 `protobuf:"varint,7,opt,name=slot,proto3" json:"slot,omitempty"`                               // renew, release
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockOp) Reset() {
+	*x = LockOp{}
+	mi := &file_command_commands_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockOp) ProtoMessage() {}
+
+func (x *LockOp) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
+func (*LockOp) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LockOp) GetKind() LockOp_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return LockOp_ACQUIRE
+}
+
+func (x *LockOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockOp) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockOp) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LockOp) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *LockOp) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockOp) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xdc\n" +
-	"\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x8d\v\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -2604,7 +2812,8 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x04seek\x18\x1b \x01(\v2\x16.queen.command.v1.SeekH\x00R\x04seek\x12B\n" +
 	"\fdrain_buffer\x18\x1c \x01(\v2\x1d.queen.command.v1.DrainBufferH\x00R\vdrainBuffer\x12<\n" +
 	"\n" +
-	"audit_note\x18\x1d \x01(\v2\x1b.queen.command.v1.AuditNoteH\x00R\tauditNoteB\x06\n" +
+	"audit_note\x18\x1d \x01(\v2\x1b.queen.command.v1.AuditNoteH\x00R\tauditNote\x12/\n" +
+	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locksB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -2782,7 +2991,23 @@ const file_command_commands_proto_rawDesc = "" +
 	"receivedUs\";\n" +
 	"\tAuditNote\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail*:\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"3\n" +
+	"\x05Locks\x12*\n" +
+	"\x03ops\x18\x01 \x03(\v2\x18.queen.command.v1.LockOpR\x03ops\"\xfc\x01\n" +
+	"\x06LockOp\x121\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1d.queen.command.v1.LockOp.KindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
+	"ttlSeconds\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04slot\x18\a \x01(\rR\x04slot\"4\n" +
+	"\x04Kind\x12\v\n" +
+	"\aACQUIRE\x10\x00\x12\t\n" +
+	"\x05RENEW\x10\x01\x12\v\n" +
+	"\aRELEASE\x10\x02\x12\a\n" +
+	"\x03GET\x10\x03*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -2802,87 +3027,93 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 	return file_command_commands_proto_rawDescData
 }
 
-var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
 	(TimerOp_Kind)(0),         // 2: queen.command.v1.TimerOp.Kind
 	(KVOp_Kind)(0),            // 3: queen.command.v1.KVOp.Kind
-	(*Command)(nil),           // 4: queen.command.v1.Command
-	(*Noop)(nil),              // 5: queen.command.v1.Noop
-	(*PushItem)(nil),          // 6: queen.command.v1.PushItem
-	(*Push)(nil),              // 7: queen.command.v1.Push
-	(*Pop)(nil),               // 8: queen.command.v1.Pop
-	(*AckItem)(nil),           // 9: queen.command.v1.AckItem
-	(*Ack)(nil),               // 10: queen.command.v1.Ack
-	(*TxnOp)(nil),             // 11: queen.command.v1.TxnOp
-	(*Transaction)(nil),       // 12: queen.command.v1.Transaction
-	(*TimerOp)(nil),           // 13: queen.command.v1.TimerOp
-	(*TimerBatch)(nil),        // 14: queen.command.v1.TimerBatch
-	(*FireTimers)(nil),        // 15: queen.command.v1.FireTimers
-	(*ExtendLease)(nil),       // 16: queen.command.v1.ExtendLease
-	(*Configure)(nil),         // 17: queen.command.v1.Configure
-	(*DeleteQueue)(nil),       // 18: queen.command.v1.DeleteQueue
-	(*Sweep)(nil),             // 19: queen.command.v1.Sweep
-	(*Retain)(nil),            // 20: queen.command.v1.Retain
-	(*KVOp)(nil),              // 21: queen.command.v1.KVOp
-	(*KVBatch)(nil),           // 22: queen.command.v1.KVBatch
-	(*SetSwitches)(nil),       // 23: queen.command.v1.SetSwitches
-	(*Idempotency)(nil),       // 24: queen.command.v1.Idempotency
-	(*IdempotencyRecord)(nil), // 25: queen.command.v1.IdempotencyRecord
-	(*DeleteGroup)(nil),       // 26: queen.command.v1.DeleteGroup
-	(*SetSubscription)(nil),   // 27: queen.command.v1.SetSubscription
-	(*Seek)(nil),              // 28: queen.command.v1.Seek
-	(*DrainBuffer)(nil),       // 29: queen.command.v1.DrainBuffer
-	(*BufferedPush)(nil),      // 30: queen.command.v1.BufferedPush
-	(*AuditNote)(nil),         // 31: queen.command.v1.AuditNote
-	(*QueueOptions)(nil),      // 32: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 33: queen.command.v1.Refusal
+	(LockOp_Kind)(0),          // 4: queen.command.v1.LockOp.Kind
+	(*Command)(nil),           // 5: queen.command.v1.Command
+	(*Noop)(nil),              // 6: queen.command.v1.Noop
+	(*PushItem)(nil),          // 7: queen.command.v1.PushItem
+	(*Push)(nil),              // 8: queen.command.v1.Push
+	(*Pop)(nil),               // 9: queen.command.v1.Pop
+	(*AckItem)(nil),           // 10: queen.command.v1.AckItem
+	(*Ack)(nil),               // 11: queen.command.v1.Ack
+	(*TxnOp)(nil),             // 12: queen.command.v1.TxnOp
+	(*Transaction)(nil),       // 13: queen.command.v1.Transaction
+	(*TimerOp)(nil),           // 14: queen.command.v1.TimerOp
+	(*TimerBatch)(nil),        // 15: queen.command.v1.TimerBatch
+	(*FireTimers)(nil),        // 16: queen.command.v1.FireTimers
+	(*ExtendLease)(nil),       // 17: queen.command.v1.ExtendLease
+	(*Configure)(nil),         // 18: queen.command.v1.Configure
+	(*DeleteQueue)(nil),       // 19: queen.command.v1.DeleteQueue
+	(*Sweep)(nil),             // 20: queen.command.v1.Sweep
+	(*Retain)(nil),            // 21: queen.command.v1.Retain
+	(*KVOp)(nil),              // 22: queen.command.v1.KVOp
+	(*KVBatch)(nil),           // 23: queen.command.v1.KVBatch
+	(*SetSwitches)(nil),       // 24: queen.command.v1.SetSwitches
+	(*Idempotency)(nil),       // 25: queen.command.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 26: queen.command.v1.IdempotencyRecord
+	(*DeleteGroup)(nil),       // 27: queen.command.v1.DeleteGroup
+	(*SetSubscription)(nil),   // 28: queen.command.v1.SetSubscription
+	(*Seek)(nil),              // 29: queen.command.v1.Seek
+	(*DrainBuffer)(nil),       // 30: queen.command.v1.DrainBuffer
+	(*BufferedPush)(nil),      // 31: queen.command.v1.BufferedPush
+	(*AuditNote)(nil),         // 32: queen.command.v1.AuditNote
+	(*Locks)(nil),             // 33: queen.command.v1.Locks
+	(*LockOp)(nil),            // 34: queen.command.v1.LockOp
+	(*QueueOptions)(nil),      // 35: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 36: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
-	24, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
-	5,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
-	7,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
-	8,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
-	10, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
-	12, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
-	16, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
-	17, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
-	18, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
-	19, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
-	22, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
-	23, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
-	25, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
-	14, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
-	15, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
-	20, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
-	26, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
-	27, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
-	28, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
-	29, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
-	31, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
-	6,  // 21: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 22: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 23: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	9,  // 24: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	9,  // 25: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	6,  // 26: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	11, // 27: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	21, // 28: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	13, // 29: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	2,  // 30: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	13, // 31: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	32, // 32: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 33: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	21, // 34: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	33, // 35: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	6,  // 36: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	25, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
+	6,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
+	8,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
+	9,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
+	11, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
+	13, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
+	17, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
+	18, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
+	19, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
+	20, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
+	23, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
+	24, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
+	26, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
+	15, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
+	16, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
+	21, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
+	27, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
+	28, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
+	29, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
+	30, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
+	32, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
+	33, // 21: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
+	7,  // 22: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 23: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 24: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	10, // 25: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	10, // 26: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	7,  // 27: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	12, // 28: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	22, // 29: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	14, // 30: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	2,  // 31: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	14, // 32: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	35, // 33: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 34: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	22, // 35: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	36, // 36: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	7,  // 37: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	34, // 38: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 39: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -2912,6 +3143,7 @@ func file_command_commands_proto_init() {
 		(*Command_Seek)(nil),
 		(*Command_DrainBuffer)(nil),
 		(*Command_AuditNote)(nil),
+		(*Command_Locks)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -2923,8 +3155,8 @@ func file_command_commands_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   28,
+			NumEnums:      5,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

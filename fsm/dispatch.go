@@ -62,6 +62,7 @@ func init() {
 	register(&command.Command_AuditNote{}, "audit_note", func(*applyCtx, *command.Command) (proto.Message, bool) {
 		return &command.Response{}, true // its record is written by applyCommand, like every audited command's
 	})
+	register(&command.Command_Locks{}, "locks", applyLocks)
 }
 
 // Applies reports whether this FSM applies cmd (or may skip it): a command
