@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/locks"
 )
 
 // Scopes (issue 14): a token may carry a "queues" claim, a list of name
@@ -106,6 +107,8 @@ func CommandInScope(ctx context.Context, cmd *command.Command, partitionQueue fu
 		return id.Touches(b.Seek.Queue)
 	case *command.Command_SetSubscription:
 		return false
+	case *command.Command_Locks:
+		return id.Touches(locks.Namespace) // permits are KV rows of that namespace, as the guard's check is
 	}
 	return true
 }

@@ -91,7 +91,8 @@ func TestRouteLevelsAreTheSpecs(t *testing.T) {
 		"GET /api/v1/kv/{ns}/{key...}", "GET /api/v1/timers/{queue}", "GET /api/v1/timers/{queue}/{timerKey...}"}
 	readWrite := []string{"POST /api/v1/push", "GET /api/v1/pop/queue/{queue}", "POST /api/v1/ack", "POST /api/v1/ack/batch",
 		"POST /api/v1/transaction", "POST /api/v1/configure", "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
-		"POST /api/v1/kv", "PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/timers/{queue}/{timerKey...}"}
+		"POST /api/v1/kv", "PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/timers/{queue}/{timerKey...}",
+		"POST /api/v1/locks"}
 	for _, group := range []struct {
 		level auth.Level
 		list  []string

@@ -164,6 +164,7 @@ func (a *API) routes() {
 	h("POST /api/v1/system/restore", a.restore)
 	h("GET /api/v1/system/kv-timers", a.getSwitches)
 	h("POST /api/v1/system/kv-timers", a.setSwitches)
+	h("POST /api/v1/locks", a.locksPost)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
 	})
