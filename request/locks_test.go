@@ -9,7 +9,9 @@ import (
 )
 
 func TestLocks(t *testing.T) {
-	acq := func(name string) LockOp { return LockOp{Op: "acquire", Name: name, HasName: true, TTL: 30, HasTTL: true} }
+	acq := func(name string) LockOp {
+		return LockOp{Op: "acquire", Name: name, HasName: true, TTL: 30, HasTTL: true}
+	}
 	ok, err := Locks([]LockOp{
 		acq("daily-report"),
 		{Op: "acquire", Name: "gpu", HasName: true, TTL: 60, HasTTL: true, Owner: "w-1", HasOwner: true, Limit: 4, HasLimit: true},
