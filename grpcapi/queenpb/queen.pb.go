@@ -369,6 +369,61 @@ func (TimerStatus) EnumDescriptor() ([]byte, []int) {
 	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
 }
 
+type LockOpKind int32
+
+const (
+	LockOpKind_LOCK_OP_KIND_UNSPECIFIED LockOpKind = 0
+	LockOpKind_LOCK_OP_KIND_ACQUIRE     LockOpKind = 1 // name, ttl_seconds, owner?, limit?
+	LockOpKind_LOCK_OP_KIND_RENEW       LockOpKind = 2 // name, token, ttl_seconds, slot?, owner?
+	LockOpKind_LOCK_OP_KIND_RELEASE     LockOpKind = 3 // name, token, slot?
+	LockOpKind_LOCK_OP_KIND_GET         LockOpKind = 4 // name
+)
+
+// Enum value maps for LockOpKind.
+var (
+	LockOpKind_name = map[int32]string{
+		0: "LOCK_OP_KIND_UNSPECIFIED",
+		1: "LOCK_OP_KIND_ACQUIRE",
+		2: "LOCK_OP_KIND_RENEW",
+		3: "LOCK_OP_KIND_RELEASE",
+		4: "LOCK_OP_KIND_GET",
+	}
+	LockOpKind_value = map[string]int32{
+		"LOCK_OP_KIND_UNSPECIFIED": 0,
+		"LOCK_OP_KIND_ACQUIRE":     1,
+		"LOCK_OP_KIND_RENEW":       2,
+		"LOCK_OP_KIND_RELEASE":     3,
+		"LOCK_OP_KIND_GET":         4,
+	}
+)
+
+func (x LockOpKind) Enum() *LockOpKind {
+	p := new(LockOpKind)
+	*p = x
+	return p
+}
+
+func (x LockOpKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockOpKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_grpcapi_queenpb_queen_proto_enumTypes[6].Descriptor()
+}
+
+func (LockOpKind) Type() protoreflect.EnumType {
+	return &file_grpcapi_queenpb_queen_proto_enumTypes[6]
+}
+
+func (x LockOpKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockOpKind.Descriptor instead.
+func (LockOpKind) EnumDescriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
+}
+
 type PushItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -3685,6 +3740,429 @@ func (x *CountTimersResponse) GetCount() uint64 {
 	return 0
 }
 
+type LockOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            LockOpKind             `protobuf:"varint,1,opt,name=op,proto3,enum=queen.v1.LockOpKind" json:"op,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                // 1-256 bytes, no control characters, no '#'
+	Owner         *string                `protobuf:"bytes,3,opt,name=owner,proto3,oneof" json:"owner,omitempty"`                        // <= 256 bytes; makes a retry converge
+	Limit         *uint32                `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`                       // acquire: permits, 1..1024; unset = 1 (a lock)
+	TtlSeconds    int64                  `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"` // acquire, renew: an integer > 0 (no forever)
+	Token         uint64                 `protobuf:"varint,6,opt,name=token,proto3" json:"token,omitempty"`                             // renew, release: the last token answered
+	Slot          *uint32                `protobuf:"varint,7,opt,name=slot,proto3,oneof" json:"slot,omitempty"`                         // renew, release: unset = 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockOp) Reset() {
+	*x = LockOp{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockOp) ProtoMessage() {}
+
+func (x *LockOp) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
+func (*LockOp) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *LockOp) GetOp() LockOpKind {
+	if x != nil {
+		return x.Op
+	}
+	return LockOpKind_LOCK_OP_KIND_UNSPECIFIED
+}
+
+func (x *LockOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockOp) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *LockOp) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *LockOp) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *LockOp) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockOp) GetSlot() uint32 {
+	if x != nil && x.Slot != nil {
+		return *x.Slot
+	}
+	return 0
+}
+
+type LocksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []*LockOp              `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"` // at most 64, each on a different lock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocksRequest) Reset() {
+	*x = LocksRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocksRequest) ProtoMessage() {}
+
+func (x *LocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocksRequest.ProtoReflect.Descriptor instead.
+func (*LocksRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *LocksRequest) GetOperations() []*LockOp {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+type LockHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Owner         *string                `protobuf:"bytes,2,opt,name=owner,proto3,oneof" json:"owner,omitempty"` // unset: a row written by hand, with no owner
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	RenewedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=renewed_at,json=renewedAt,proto3" json:"renewed_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHolder) Reset() {
+	*x = LockHolder{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHolder) ProtoMessage() {}
+
+func (x *LockHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
+func (*LockHolder) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *LockHolder) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LockHolder) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *LockHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockHolder) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LockHolder) GetRenewedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RenewedAt
+	}
+	return nil
+}
+
+func (x *LockHolder) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type LockResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Op    string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"` // acquire | renew | release | get
+	Name  string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// acquired, renewed or released; a get is always ok (see held).
+	Ok      bool    `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	Reason  string  `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // held (acquire) | lost (renew, release)
+	Slot    uint32  `protobuf:"varint,6,opt,name=slot,proto3" json:"slot,omitempty"`
+	Token   uint64  `protobuf:"varint,7,opt,name=token,proto3" json:"token,omitempty"` // acquire, renew: the permit's fencing token
+	Owner   *string `protobuf:"bytes,8,opt,name=owner,proto3,oneof" json:"owner,omitempty"`
+	Already bool    `protobuf:"varint,9,opt,name=already,proto3" json:"already,omitempty"` // acquire: the owner held this permit already
+	// acquire, renew: the check to put in a transaction's kv so that it
+	// commits only while the permit is still the caller's.
+	Guard         *KvOp                  `protobuf:"bytes,10,opt,name=guard,proto3" json:"guard,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=since,proto3" json:"since,omitempty"`                          // acquire, renew
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // acquire, renew
+	At            *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=at,proto3" json:"at,omitempty"`                                // the entry's time
+	Held          bool                   `protobuf:"varint,14,opt,name=held,proto3" json:"held,omitempty"`                           // get: a live permit exists
+	Holders       []*LockHolder          `protobuf:"bytes,15,rep,name=holders,proto3" json:"holders,omitempty"`                      // refusals and get
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockResult) Reset() {
+	*x = LockResult{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockResult) ProtoMessage() {}
+
+func (x *LockResult) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
+func (*LockResult) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *LockResult) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *LockResult) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *LockResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *LockResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LockResult) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LockResult) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockResult) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *LockResult) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
+func (x *LockResult) GetGuard() *KvOp {
+	if x != nil {
+		return x.Guard
+	}
+	return nil
+}
+
+func (x *LockResult) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LockResult) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *LockResult) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *LockResult) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+func (x *LockResult) GetHolders() []*LockHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+type LocksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*LockResult          `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per op, in request order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocksResponse) Reset() {
+	*x = LocksResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocksResponse) ProtoMessage() {}
+
+func (x *LocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocksResponse.ProtoReflect.Descriptor instead.
+func (*LocksResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *LocksResponse) GetResults() []*LockResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
@@ -4027,7 +4505,56 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"+\n" +
 	"\x13CountTimersResponse\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x04R\x05count*\x8e\x01\n" +
+	"\x05count\x18\x01 \x01(\x04R\x05count\"\xe5\x01\n" +
+	"\x06LockOp\x12$\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x14.queen.v1.LockOpKindR\x02op\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
+	"\x05owner\x18\x03 \x01(\tH\x00R\x05owner\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\rH\x01R\x05limit\x88\x01\x01\x12\x1f\n" +
+	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
+	"ttlSeconds\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\x04R\x05token\x12\x17\n" +
+	"\x04slot\x18\a \x01(\rH\x02R\x04slot\x88\x01\x01B\b\n" +
+	"\x06_ownerB\b\n" +
+	"\x06_limitB\a\n" +
+	"\x05_slot\"@\n" +
+	"\fLocksRequest\x120\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x10.queen.v1.LockOpR\n" +
+	"operations\"\x83\x02\n" +
+	"\n" +
+	"LockHolder\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x19\n" +
+	"\x05owner\x18\x02 \x01(\tH\x00R\x05owner\x88\x01\x01\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x129\n" +
+	"\n" +
+	"renewed_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\trenewedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAtB\b\n" +
+	"\x06_owner\"\xda\x03\n" +
+	"\n" +
+	"LockResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04slot\x18\x06 \x01(\rR\x04slot\x12\x14\n" +
+	"\x05token\x18\a \x01(\x04R\x05token\x12\x19\n" +
+	"\x05owner\x18\b \x01(\tH\x00R\x05owner\x88\x01\x01\x12\x18\n" +
+	"\aalready\x18\t \x01(\bR\aalready\x12$\n" +
+	"\x05guard\x18\n" +
+	" \x01(\v2\x0e.queen.v1.KvOpR\x05guard\x120\n" +
+	"\x05since\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x129\n" +
+	"\n" +
+	"expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12*\n" +
+	"\x02at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x12\n" +
+	"\x04held\x18\x0e \x01(\bR\x04held\x12.\n" +
+	"\aholders\x18\x0f \x03(\v2\x14.queen.v1.LockHolderR\aholdersB\b\n" +
+	"\x06_owner\"?\n" +
+	"\rLocksResponse\x12.\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.queen.v1.LockResultR\aresults*\x8e\x01\n" +
 	"\n" +
 	"PushStatus\x12\x1b\n" +
 	"\x17PUSH_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -4066,7 +4593,14 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x16TIMER_STATUS_SCHEDULED\x10\x01\x12\x1c\n" +
 	"\x18TIMER_STATUS_RESCHEDULED\x10\x02\x12\x1a\n" +
 	"\x16TIMER_STATUS_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13TIMER_STATUS_ABSENT\x10\x042\xdb\a\n" +
+	"\x13TIMER_STATUS_ABSENT\x10\x04*\x8c\x01\n" +
+	"\n" +
+	"LockOpKind\x12\x1c\n" +
+	"\x18LOCK_OP_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14LOCK_OP_KIND_ACQUIRE\x10\x01\x12\x16\n" +
+	"\x12LOCK_OP_KIND_RENEW\x10\x02\x12\x18\n" +
+	"\x14LOCK_OP_KIND_RELEASE\x10\x03\x12\x14\n" +
+	"\x10LOCK_OP_KIND_GET\x10\x042\x95\b\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -4083,7 +4617,8 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\bGetTimer\x12\x19.queen.v1.GetTimerRequest\x1a\x1a.queen.v1.GetTimerResponse\x12G\n" +
 	"\n" +
 	"ListTimers\x12\x1b.queen.v1.ListTimersRequest\x1a\x1c.queen.v1.ListTimersResponse\x12J\n" +
-	"\vCountTimers\x12\x1c.queen.v1.CountTimersRequest\x1a\x1d.queen.v1.CountTimersResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"\vCountTimers\x12\x1c.queen.v1.CountTimersRequest\x1a\x1d.queen.v1.CountTimersResponse\x128\n" +
+	"\x05Locks\x12\x16.queen.v1.LocksRequest\x1a\x17.queen.v1.LocksResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -4097,8 +4632,8 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 	return file_grpcapi_queenpb_queen_proto_rawDescData
 }
 
-var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(PushStatus)(0),               // 0: queen.v1.PushStatus
 	(SubscriptionMode)(0),         // 1: queen.v1.SubscriptionMode
@@ -4106,131 +4641,150 @@ var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(KvOpKind)(0),                 // 3: queen.v1.KvOpKind
 	(TimerOpKind)(0),              // 4: queen.v1.TimerOpKind
 	(TimerStatus)(0),              // 5: queen.v1.TimerStatus
-	(*PushItem)(nil),              // 6: queen.v1.PushItem
-	(*PushRequest)(nil),           // 7: queen.v1.PushRequest
-	(*PushResult)(nil),            // 8: queen.v1.PushResult
-	(*PushResponse)(nil),          // 9: queen.v1.PushResponse
-	(*PopRequest)(nil),            // 10: queen.v1.PopRequest
-	(*Message)(nil),               // 11: queen.v1.Message
-	(*PopResponse)(nil),           // 12: queen.v1.PopResponse
-	(*ConsumeRequest)(nil),        // 13: queen.v1.ConsumeRequest
-	(*AckRequest)(nil),            // 14: queen.v1.AckRequest
-	(*AckResult)(nil),             // 15: queen.v1.AckResult
-	(*AckResponse)(nil),           // 16: queen.v1.AckResponse
-	(*AckItem)(nil),               // 17: queen.v1.AckItem
-	(*AckBatchRequest)(nil),       // 18: queen.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),      // 19: queen.v1.AckBatchResponse
-	(*TransactionOp)(nil),         // 20: queen.v1.TransactionOp
-	(*TransactionRequest)(nil),    // 21: queen.v1.TransactionRequest
-	(*TransactionItemResult)(nil), // 22: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),   // 23: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),    // 24: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 25: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),          // 26: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),      // 27: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),     // 28: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),    // 29: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 30: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                  // 31: queen.v1.KvOp
-	(*KvRow)(nil),                 // 32: queen.v1.KvRow
-	(*KvResult)(nil),              // 33: queen.v1.KvResult
-	(*KvRequest)(nil),             // 34: queen.v1.KvRequest
-	(*KvResponse)(nil),            // 35: queen.v1.KvResponse
-	(*TimerOp)(nil),               // 36: queen.v1.TimerOp
-	(*TimersRequest)(nil),         // 37: queen.v1.TimersRequest
-	(*TimerResult)(nil),           // 38: queen.v1.TimerResult
-	(*TimersResponse)(nil),        // 39: queen.v1.TimersResponse
-	(*CancelTimerRequest)(nil),    // 40: queen.v1.CancelTimerRequest
-	(*Timer)(nil),                 // 41: queen.v1.Timer
-	(*GetTimerRequest)(nil),       // 42: queen.v1.GetTimerRequest
-	(*GetTimerResponse)(nil),      // 43: queen.v1.GetTimerResponse
-	(*ListTimersRequest)(nil),     // 44: queen.v1.ListTimersRequest
-	(*ListTimersResponse)(nil),    // 45: queen.v1.ListTimersResponse
-	(*CountTimersRequest)(nil),    // 46: queen.v1.CountTimersRequest
-	(*CountTimersResponse)(nil),   // 47: queen.v1.CountTimersResponse
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(LockOpKind)(0),               // 6: queen.v1.LockOpKind
+	(*PushItem)(nil),              // 7: queen.v1.PushItem
+	(*PushRequest)(nil),           // 8: queen.v1.PushRequest
+	(*PushResult)(nil),            // 9: queen.v1.PushResult
+	(*PushResponse)(nil),          // 10: queen.v1.PushResponse
+	(*PopRequest)(nil),            // 11: queen.v1.PopRequest
+	(*Message)(nil),               // 12: queen.v1.Message
+	(*PopResponse)(nil),           // 13: queen.v1.PopResponse
+	(*ConsumeRequest)(nil),        // 14: queen.v1.ConsumeRequest
+	(*AckRequest)(nil),            // 15: queen.v1.AckRequest
+	(*AckResult)(nil),             // 16: queen.v1.AckResult
+	(*AckResponse)(nil),           // 17: queen.v1.AckResponse
+	(*AckItem)(nil),               // 18: queen.v1.AckItem
+	(*AckBatchRequest)(nil),       // 19: queen.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),      // 20: queen.v1.AckBatchResponse
+	(*TransactionOp)(nil),         // 21: queen.v1.TransactionOp
+	(*TransactionRequest)(nil),    // 22: queen.v1.TransactionRequest
+	(*TransactionItemResult)(nil), // 23: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),   // 24: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),    // 25: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 26: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),          // 27: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),      // 28: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),     // 29: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),    // 30: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 31: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                  // 32: queen.v1.KvOp
+	(*KvRow)(nil),                 // 33: queen.v1.KvRow
+	(*KvResult)(nil),              // 34: queen.v1.KvResult
+	(*KvRequest)(nil),             // 35: queen.v1.KvRequest
+	(*KvResponse)(nil),            // 36: queen.v1.KvResponse
+	(*TimerOp)(nil),               // 37: queen.v1.TimerOp
+	(*TimersRequest)(nil),         // 38: queen.v1.TimersRequest
+	(*TimerResult)(nil),           // 39: queen.v1.TimerResult
+	(*TimersResponse)(nil),        // 40: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),    // 41: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                 // 42: queen.v1.Timer
+	(*GetTimerRequest)(nil),       // 43: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),      // 44: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),     // 45: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),    // 46: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),    // 47: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),   // 48: queen.v1.CountTimersResponse
+	(*LockOp)(nil),                // 49: queen.v1.LockOp
+	(*LocksRequest)(nil),          // 50: queen.v1.LocksRequest
+	(*LockHolder)(nil),            // 51: queen.v1.LockHolder
+	(*LockResult)(nil),            // 52: queen.v1.LockResult
+	(*LocksResponse)(nil),         // 53: queen.v1.LocksResponse
+	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
-	6,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
+	7,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
-	8,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
+	9,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	48, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	48, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	48, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
-	10, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
+	54, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	54, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	54, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
+	11, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
-	15, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
+	16, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
 	2,  // 11: queen.v1.AckItem.status:type_name -> queen.v1.AckStatus
-	17, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
-	15, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
-	14, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
-	6,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
-	20, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
-	31, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
-	36, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
-	33, // 19: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
-	38, // 20: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
-	22, // 21: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
-	33, // 22: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	48, // 23: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 24: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
-	26, // 25: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
+	18, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
+	16, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
+	15, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
+	7,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
+	21, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
+	32, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
+	37, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
+	34, // 19: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
+	39, // 20: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
+	23, // 21: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
+	34, // 22: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
+	54, // 23: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	27, // 24: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
+	27, // 25: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
 	3,  // 26: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	48, // 27: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 28: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	48, // 29: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 30: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
-	32, // 31: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
-	31, // 32: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
-	33, // 33: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
-	33, // 34: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
+	54, // 27: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 28: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	54, // 29: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 30: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 31: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
+	32, // 32: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
+	34, // 33: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
+	34, // 34: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
 	4,  // 35: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
-	36, // 36: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
+	37, // 36: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
 	5,  // 37: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	48, // 38: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
-	38, // 39: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	48, // 40: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	48, // 41: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	48, // 42: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 43: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
-	41, // 44: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
-	7,  // 45: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	10, // 46: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	13, // 47: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	14, // 48: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	18, // 49: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	21, // 50: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	24, // 51: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	27, // 52: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	29, // 53: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	34, // 54: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	37, // 55: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	40, // 56: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	42, // 57: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	44, // 58: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	46, // 59: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	9,  // 60: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	12, // 61: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	12, // 62: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	16, // 63: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	19, // 64: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	23, // 65: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	25, // 66: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	28, // 67: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	30, // 68: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	35, // 69: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	39, // 70: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	38, // 71: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	43, // 72: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	45, // 73: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	47, // 74: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	60, // [60:75] is the sub-list for method output_type
-	45, // [45:60] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	54, // 38: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	39, // 39: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
+	54, // 40: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	54, // 41: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	54, // 42: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	42, // 43: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
+	42, // 44: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
+	6,  // 45: queen.v1.LockOp.op:type_name -> queen.v1.LockOpKind
+	49, // 46: queen.v1.LocksRequest.operations:type_name -> queen.v1.LockOp
+	54, // 47: queen.v1.LockHolder.since:type_name -> google.protobuf.Timestamp
+	54, // 48: queen.v1.LockHolder.renewed_at:type_name -> google.protobuf.Timestamp
+	54, // 49: queen.v1.LockHolder.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 50: queen.v1.LockResult.guard:type_name -> queen.v1.KvOp
+	54, // 51: queen.v1.LockResult.since:type_name -> google.protobuf.Timestamp
+	54, // 52: queen.v1.LockResult.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 53: queen.v1.LockResult.at:type_name -> google.protobuf.Timestamp
+	51, // 54: queen.v1.LockResult.holders:type_name -> queen.v1.LockHolder
+	52, // 55: queen.v1.LocksResponse.results:type_name -> queen.v1.LockResult
+	8,  // 56: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	11, // 57: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	14, // 58: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	15, // 59: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	19, // 60: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	22, // 61: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	25, // 62: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	28, // 63: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	30, // 64: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	35, // 65: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	38, // 66: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	41, // 67: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	43, // 68: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	45, // 69: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	47, // 70: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	50, // 71: queen.v1.Queen.Locks:input_type -> queen.v1.LocksRequest
+	10, // 72: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	13, // 73: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	13, // 74: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	17, // 75: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	20, // 76: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	24, // 77: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	26, // 78: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	29, // 79: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	31, // 80: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	36, // 81: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	40, // 82: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	39, // 83: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	44, // 84: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	46, // 85: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	48, // 86: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	53, // 87: queen.v1.Queen.Locks:output_type -> queen.v1.LocksResponse
+	72, // [72:88] is the sub-list for method output_type
+	56, // [56:72] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -4250,13 +4804,16 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	file_grpcapi_queenpb_queen_proto_msgTypes[26].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[27].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[30].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[42].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[44].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   42,
+			NumEnums:      7,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

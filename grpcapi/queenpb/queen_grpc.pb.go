@@ -45,6 +45,7 @@ const (
 	Queen_GetTimer_FullMethodName    = "/queen.v1.Queen/GetTimer"
 	Queen_ListTimers_FullMethodName  = "/queen.v1.Queen/ListTimers"
 	Queen_CountTimers_FullMethodName = "/queen.v1.Queen/CountTimers"
+	Queen_Locks_FullMethodName       = "/queen.v1.Queen/Locks"
 )
 
 // QueenClient is the client API for Queen service.
@@ -91,6 +92,10 @@ type QueenClient interface {
 	// CountTimers counts a queue's pending timers whose key starts with a
 	// prefix (GET /api/v1/timers/:queue?mode=count&prefix=).
 	CountTimers(ctx context.Context, in *CountTimersRequest, opts ...grpc.CallOption) (*CountTimersResponse, error)
+	// Locks acquires, renews, releases and reads locks and semaphores
+	// (POST /api/v1/locks, addendum §4.3): independent ops, one entry. A lock
+	// somebody else holds is a result (ok false, reason held), not an error.
+	Locks(ctx context.Context, in *LocksRequest, opts ...grpc.CallOption) (*LocksResponse, error)
 }
 
 type queenClient struct {
@@ -260,6 +265,16 @@ func (c *queenClient) CountTimers(ctx context.Context, in *CountTimersRequest, o
 	return out, nil
 }
 
+func (c *queenClient) Locks(ctx context.Context, in *LocksRequest, opts ...grpc.CallOption) (*LocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocksResponse)
+	err := c.cc.Invoke(ctx, Queen_Locks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -304,6 +319,10 @@ type QueenServer interface {
 	// CountTimers counts a queue's pending timers whose key starts with a
 	// prefix (GET /api/v1/timers/:queue?mode=count&prefix=).
 	CountTimers(context.Context, *CountTimersRequest) (*CountTimersResponse, error)
+	// Locks acquires, renews, releases and reads locks and semaphores
+	// (POST /api/v1/locks, addendum §4.3): independent ops, one entry. A lock
+	// somebody else holds is a result (ok false, reason held), not an error.
+	Locks(context.Context, *LocksRequest) (*LocksResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -358,6 +377,9 @@ func (UnimplementedQueenServer) ListTimers(context.Context, *ListTimersRequest) 
 }
 func (UnimplementedQueenServer) CountTimers(context.Context, *CountTimersRequest) (*CountTimersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountTimers not implemented")
+}
+func (UnimplementedQueenServer) Locks(context.Context, *LocksRequest) (*LocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Locks not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -643,6 +665,24 @@ func _Queen_CountTimers_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_Locks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).Locks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_Locks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).Locks(ctx, req.(*LocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -705,6 +745,10 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CountTimers",
 			Handler:    _Queen_CountTimers_Handler,
+		},
+		{
+			MethodName: "Locks",
+			Handler:    _Queen_Locks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
