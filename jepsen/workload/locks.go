@@ -317,7 +317,42 @@ func (l *locksWL) Check(env *Env) Result {
 			ops = append(ops, op)
 		}
 	}
+	env.Logf("locks: %s", lockStats(ops))
 	return checkLocks(ops, l.counter)
+}
+
+// lockStats says what the run did: how much the checker had to look at.
+func lockStats(ops []history.Op) string {
+	n := map[string]int{}
+	for _, op := range ops {
+		key := op.Kind + " " + string(op.Status)
+		if op.Status == history.OK {
+			switch op.Kind {
+			case lockTxnKind:
+				var out lockTxnOut
+				json.Unmarshal(op.Output, &out)
+				key = lockTxnKind + map[bool]string{true: " committed", false: " refused"}[out.Success]
+			case lockAcquireKind, lockRenewKind, lockReleaseKind:
+				var out lockOut
+				json.Unmarshal(op.Output, &out)
+				key = op.Kind + map[bool]string{true: " granted", false: " refused"}[out.ok()]
+				if out.Already {
+					key = op.Kind + " already"
+				}
+			}
+		}
+		n[key]++
+	}
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, n[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 // ---------------------------------------------------------------- checker
