@@ -20,7 +20,6 @@ func stampOf(sec float64) string {
 	return lockBase.Add(time.Duration(sec*float64(time.Second)) + lockStampTTL*time.Second).Format("2006-01-02T15:04:05.000Z")
 }
 
-
 func granted(name, owner string, slot int, token uint64, since, at, expires float64, op string) lockOut {
 	t := true
 	o := lockOut{Op: op, Name: name, Slot: slot, Token: token, Owner: sp(owner), Since: bt(since), ExpiresAt: bt(expires)}
