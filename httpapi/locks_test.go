@@ -273,3 +273,19 @@ func TestLiveLocksAndScopes(t *testing.T) {
 		t.Fatalf("a read-only token on the read-write route: %d %s", code, b)
 	}
 }
+
+// An Idempotency-Key makes even an anonymous acquire safe to resend: the
+// retry gets the first answer, not "held".
+func TestLiveLocksWithAnIdempotencyKey(t *testing.T) {
+	l := startLive(t)
+	body := `[{"op":"acquire","name":"once","ttlSeconds":30}]`
+	hdr := map[string]string{"Idempotency-Key": "acquire-once-1"}
+	code1, b1, _ := l.doH("POST", "/api/v1/locks", body, hdr)
+	code2, b2, h2 := l.doH("POST", "/api/v1/locks", body, hdr)
+	if code1 != 200 || code2 != 200 || string(b1) != string(b2) || h2.Get("Idempotent-Replayed") != "true" || !strings.Contains(string(b1), `"acquired":true`) {
+		t.Fatalf("first %d %s; retry %d %s (replayed %q)", code1, b1, code2, b2, h2.Get("Idempotent-Replayed"))
+	}
+	if r := l.lock1(`{"op":"acquire","name":"once","ttlSeconds":30}`); *r.Acquired {
+		t.Fatalf("a call without the key: %+v", r)
+	}
+}
