@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/locks"
 )
 
 // Scopes (issue 14): a token may carry a "queues" claim, a list of name
@@ -117,6 +118,8 @@ func CommandInScope(ctx context.Context, cmd *command.Command, partitionQueue fu
 		return r.SourceQueue != "" && id.Touches(r.SourceQueue) && (r.Queue == "" || id.Touches(r.Queue))
 	case *command.Command_PurgeDeadLetters:
 		return id.Touches(b.PurgeDeadLetters.Queue)
+	case *command.Command_Locks:
+		return id.Touches(locks.Namespace) // permits are KV rows of that namespace, as the guard's check is
 	}
 	return true
 }

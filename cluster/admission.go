@@ -33,7 +33,7 @@ func (n *Node) admit(cmd *command.Command) (release func(), err error) {
 func addsData(cmd *command.Command) bool {
 	switch cmd.Body.(type) {
 	case *command.Command_Push, *command.Command_Transaction, *command.Command_Kv, *command.Command_Timers,
-		*command.Command_Configure:
+		*command.Command_Configure, *command.Command_Locks:
 		return true
 	}
 	return false

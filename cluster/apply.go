@@ -101,7 +101,7 @@ func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, 
 // would, never one the switches let through for good.
 func (n *Node) refused(cmd *command.Command) proto.Message {
 	switch cmd.Body.(type) {
-	case *command.Command_Kv, *command.Command_Timers, *command.Command_Transaction, *command.Command_Seek:
+	case *command.Command_Kv, *command.Command_Locks, *command.Command_Timers, *command.Command_Transaction, *command.Command_Seek:
 	default:
 		return nil
 	}

@@ -245,6 +245,58 @@ func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
 	return file_command_commands_proto_rawDescGZIP(), []int{18, 0}
 }
 
+type LockOp_Kind int32
+
+const (
+	LockOp_ACQUIRE LockOp_Kind = 0
+	LockOp_RENEW   LockOp_Kind = 1
+	LockOp_RELEASE LockOp_Kind = 2
+	LockOp_GET     LockOp_Kind = 3
+)
+
+// Enum value maps for LockOp_Kind.
+var (
+	LockOp_Kind_name = map[int32]string{
+		0: "ACQUIRE",
+		1: "RENEW",
+		2: "RELEASE",
+		3: "GET",
+	}
+	LockOp_Kind_value = map[string]int32{
+		"ACQUIRE": 0,
+		"RENEW":   1,
+		"RELEASE": 2,
+		"GET":     3,
+	}
+)
+
+func (x LockOp_Kind) Enum() *LockOp_Kind {
+	p := new(LockOp_Kind)
+	*p = x
+	return p
+}
+
+func (x LockOp_Kind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockOp_Kind) Descriptor() protoreflect.EnumDescriptor {
+	return file_command_commands_proto_enumTypes[4].Descriptor()
+}
+
+func (LockOp_Kind) Type() protoreflect.EnumType {
+	return &file_command_commands_proto_enumTypes[4]
+}
+
+func (x LockOp_Kind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockOp_Kind.Descriptor instead.
+func (LockOp_Kind) EnumDescriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{34, 0}
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Effective time of the entry, microseconds since the Unix epoch, stamped
@@ -289,6 +341,7 @@ type Command struct {
 	//	*Command_ReplayDeadLetter
 	//	*Command_PurgeDeadLetters
 	//	*Command_RecordTrace
+	//	*Command_Locks
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -582,6 +635,15 @@ func (x *Command) GetRecordTrace() *RecordTrace {
 	return nil
 }
 
+func (x *Command) GetLocks() *Locks {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Locks); ok {
+			return x.Locks
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -682,6 +744,10 @@ type Command_RecordTrace struct {
 	RecordTrace *RecordTrace `protobuf:"bytes,34,opt,name=record_trace,json=recordTrace,proto3,oneof"`
 }
 
+type Command_Locks struct {
+	Locks *Locks `protobuf:"bytes,30,opt,name=locks,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -729,6 +795,8 @@ func (*Command_ReplayDeadLetter) isCommand_Body() {}
 func (*Command_PurgeDeadLetters) isCommand_Body() {}
 
 func (*Command_RecordTrace) isCommand_Body() {}
+
+func (*Command_Locks) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3106,11 +3174,152 @@ func (x *RecordTrace) GetWorkerId() string {
 	return ""
 }
 
+// Locks is POST /api/v1/locks (addendum §4.3): up to 64 independent ops,
+// each on a different lock, in one entry. A permit is a KV row in
+// namespace queen-locks, key "<name>#<slot>", whose version (the index of
+// the entry that wrote it) is the fencing token. Apply decides every op by
+// the entry's time (package locks).
+type Locks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ops           []*LockOp              `protobuf:"bytes,1,rep,name=ops,proto3" json:"ops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Locks) Reset() {
+	*x = Locks{}
+	mi := &file_command_commands_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Locks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Locks) ProtoMessage() {}
+
+func (x *Locks) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Locks.ProtoReflect.Descriptor instead.
+func (*Locks) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Locks) GetOps() []*LockOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+type LockOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          LockOp_Kind            `protobuf:"varint,1,opt,name=kind,proto3,enum=queen.command.v1.LockOp_Kind" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`                              // "" = none (a retry cannot be recognised)
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                             // acquire: the semaphore's permits, 1..1024
+	TtlSeconds    int64                  `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"` // acquire, renew
+	Token         uint64                 `protobuf:"varint,6,opt,name=token,proto3" json:"token,omitempty"`                             // renew, release
+	Slot          uint32                 `protobuf:"varint,7,opt,name=slot,proto3" json:"slot,omitempty"`                               // renew, release
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockOp) Reset() {
+	*x = LockOp{}
+	mi := &file_command_commands_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockOp) ProtoMessage() {}
+
+func (x *LockOp) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
+func (*LockOp) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *LockOp) GetKind() LockOp_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return LockOp_ACQUIRE
+}
+
+func (x *LockOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockOp) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockOp) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *LockOp) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *LockOp) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockOp) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\x92\r\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xc3\r\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -3143,7 +3352,8 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x0edelete_message\x18\x1f \x01(\v2\x1f.queen.command.v1.DeleteMessageH\x00R\rdeleteMessage\x12R\n" +
 	"\x12replay_dead_letter\x18  \x01(\v2\".queen.command.v1.ReplayDeadLetterH\x00R\x10replayDeadLetter\x12R\n" +
 	"\x12purge_dead_letters\x18! \x01(\v2\".queen.command.v1.PurgeDeadLettersH\x00R\x10purgeDeadLetters\x12B\n" +
-	"\frecord_trace\x18\" \x01(\v2\x1d.queen.command.v1.RecordTraceH\x00R\vrecordTraceB\x06\n" +
+	"\frecord_trace\x18\" \x01(\v2\x1d.queen.command.v1.RecordTraceH\x00R\vrecordTrace\x12/\n" +
+	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locksB\x06\n" +
 	"\x04body\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
@@ -3366,7 +3576,23 @@ const file_command_commands_proto_rawDesc = "" +
 	"event_type\x18\x06 \x01(\tR\teventType\x12\x12\n" +
 	"\x04data\x18\a \x01(\fR\x04data\x12\x19\n" +
 	"\btrace_id\x18\b \x01(\fR\atraceId\x12\x1b\n" +
-	"\tworker_id\x18\t \x01(\tR\bworkerId*:\n" +
+	"\tworker_id\x18\t \x01(\tR\bworkerId\"3\n" +
+	"\x05Locks\x12*\n" +
+	"\x03ops\x18\x01 \x03(\v2\x18.queen.command.v1.LockOpR\x03ops\"\xfc\x01\n" +
+	"\x06LockOp\x121\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1d.queen.command.v1.LockOp.KindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x1f\n" +
+	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
+	"ttlSeconds\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04slot\x18\a \x01(\rR\x04slot\"4\n" +
+	"\x04Kind\x12\v\n" +
+	"\aACQUIRE\x10\x00\x12\t\n" +
+	"\x05RENEW\x10\x01\x12\v\n" +
+	"\aRELEASE\x10\x02\x12\a\n" +
+	"\x03GET\x10\x03*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -3386,98 +3612,104 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 	return file_command_commands_proto_rawDescData
 }
 
-var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
 	(TimerOp_Kind)(0),         // 2: queen.command.v1.TimerOp.Kind
 	(KVOp_Kind)(0),            // 3: queen.command.v1.KVOp.Kind
-	(*Command)(nil),           // 4: queen.command.v1.Command
-	(*Noop)(nil),              // 5: queen.command.v1.Noop
-	(*PushItem)(nil),          // 6: queen.command.v1.PushItem
-	(*Push)(nil),              // 7: queen.command.v1.Push
-	(*Pop)(nil),               // 8: queen.command.v1.Pop
-	(*AckItem)(nil),           // 9: queen.command.v1.AckItem
-	(*Ack)(nil),               // 10: queen.command.v1.Ack
-	(*TxnOp)(nil),             // 11: queen.command.v1.TxnOp
-	(*Transaction)(nil),       // 12: queen.command.v1.Transaction
-	(*PositionOp)(nil),        // 13: queen.command.v1.PositionOp
-	(*TimerOp)(nil),           // 14: queen.command.v1.TimerOp
-	(*TimerBatch)(nil),        // 15: queen.command.v1.TimerBatch
-	(*FireTimers)(nil),        // 16: queen.command.v1.FireTimers
-	(*ExtendLease)(nil),       // 17: queen.command.v1.ExtendLease
-	(*Configure)(nil),         // 18: queen.command.v1.Configure
-	(*DeleteQueue)(nil),       // 19: queen.command.v1.DeleteQueue
-	(*Sweep)(nil),             // 20: queen.command.v1.Sweep
-	(*Retain)(nil),            // 21: queen.command.v1.Retain
-	(*KVOp)(nil),              // 22: queen.command.v1.KVOp
-	(*KVBatch)(nil),           // 23: queen.command.v1.KVBatch
-	(*SetSwitches)(nil),       // 24: queen.command.v1.SetSwitches
-	(*Idempotency)(nil),       // 25: queen.command.v1.Idempotency
-	(*IdempotencyRecord)(nil), // 26: queen.command.v1.IdempotencyRecord
-	(*DeleteGroup)(nil),       // 27: queen.command.v1.DeleteGroup
-	(*SetSubscription)(nil),   // 28: queen.command.v1.SetSubscription
-	(*Seek)(nil),              // 29: queen.command.v1.Seek
-	(*DrainBuffer)(nil),       // 30: queen.command.v1.DrainBuffer
-	(*BufferedPush)(nil),      // 31: queen.command.v1.BufferedPush
-	(*AuditNote)(nil),         // 32: queen.command.v1.AuditNote
-	(*DeleteMessage)(nil),     // 33: queen.command.v1.DeleteMessage
-	(*ReplayDeadLetter)(nil),  // 34: queen.command.v1.ReplayDeadLetter
-	(*PurgeDeadLetters)(nil),  // 35: queen.command.v1.PurgeDeadLetters
-	(*RecordTrace)(nil),       // 36: queen.command.v1.RecordTrace
-	(*QueueOptions)(nil),      // 37: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 38: queen.command.v1.Refusal
+	(LockOp_Kind)(0),          // 4: queen.command.v1.LockOp.Kind
+	(*Command)(nil),           // 5: queen.command.v1.Command
+	(*Noop)(nil),              // 6: queen.command.v1.Noop
+	(*PushItem)(nil),          // 7: queen.command.v1.PushItem
+	(*Push)(nil),              // 8: queen.command.v1.Push
+	(*Pop)(nil),               // 9: queen.command.v1.Pop
+	(*AckItem)(nil),           // 10: queen.command.v1.AckItem
+	(*Ack)(nil),               // 11: queen.command.v1.Ack
+	(*TxnOp)(nil),             // 12: queen.command.v1.TxnOp
+	(*Transaction)(nil),       // 13: queen.command.v1.Transaction
+	(*PositionOp)(nil),        // 14: queen.command.v1.PositionOp
+	(*TimerOp)(nil),           // 15: queen.command.v1.TimerOp
+	(*TimerBatch)(nil),        // 16: queen.command.v1.TimerBatch
+	(*FireTimers)(nil),        // 17: queen.command.v1.FireTimers
+	(*ExtendLease)(nil),       // 18: queen.command.v1.ExtendLease
+	(*Configure)(nil),         // 19: queen.command.v1.Configure
+	(*DeleteQueue)(nil),       // 20: queen.command.v1.DeleteQueue
+	(*Sweep)(nil),             // 21: queen.command.v1.Sweep
+	(*Retain)(nil),            // 22: queen.command.v1.Retain
+	(*KVOp)(nil),              // 23: queen.command.v1.KVOp
+	(*KVBatch)(nil),           // 24: queen.command.v1.KVBatch
+	(*SetSwitches)(nil),       // 25: queen.command.v1.SetSwitches
+	(*Idempotency)(nil),       // 26: queen.command.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 27: queen.command.v1.IdempotencyRecord
+	(*DeleteGroup)(nil),       // 28: queen.command.v1.DeleteGroup
+	(*SetSubscription)(nil),   // 29: queen.command.v1.SetSubscription
+	(*Seek)(nil),              // 30: queen.command.v1.Seek
+	(*DrainBuffer)(nil),       // 31: queen.command.v1.DrainBuffer
+	(*BufferedPush)(nil),      // 32: queen.command.v1.BufferedPush
+	(*AuditNote)(nil),         // 33: queen.command.v1.AuditNote
+	(*DeleteMessage)(nil),     // 34: queen.command.v1.DeleteMessage
+	(*ReplayDeadLetter)(nil),  // 35: queen.command.v1.ReplayDeadLetter
+	(*PurgeDeadLetters)(nil),  // 36: queen.command.v1.PurgeDeadLetters
+	(*RecordTrace)(nil),       // 37: queen.command.v1.RecordTrace
+	(*Locks)(nil),             // 38: queen.command.v1.Locks
+	(*LockOp)(nil),            // 39: queen.command.v1.LockOp
+	(*QueueOptions)(nil),      // 40: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 41: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
-	25, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
-	5,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
-	7,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
-	8,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
-	10, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
-	12, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
-	17, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
-	18, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
-	19, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
-	20, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
-	23, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
-	24, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
-	26, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
-	15, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
-	16, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
-	21, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
-	27, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
-	28, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
-	29, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
-	30, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
-	32, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
-	33, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
-	34, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
-	35, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
-	36, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
-	6,  // 25: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 26: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 27: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	9,  // 28: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	9,  // 29: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	6,  // 30: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	11, // 31: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	22, // 32: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	14, // 33: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	13, // 34: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	1,  // 35: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 36: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	14, // 37: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	37, // 38: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 39: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	22, // 40: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	38, // 41: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	6,  // 42: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	26, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
+	6,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
+	8,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
+	9,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
+	11, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
+	13, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
+	18, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
+	19, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
+	20, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
+	21, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
+	24, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
+	25, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
+	27, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
+	16, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
+	17, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
+	22, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
+	28, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
+	29, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
+	30, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
+	31, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
+	33, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
+	34, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
+	35, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
+	36, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
+	37, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
+	38, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
+	7,  // 26: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 27: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 28: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	10, // 29: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	10, // 30: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	7,  // 31: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	12, // 32: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	23, // 33: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	15, // 34: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	14, // 35: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	1,  // 36: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 37: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	15, // 38: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	40, // 39: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 40: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	23, // 41: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	41, // 42: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	7,  // 43: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	39, // 44: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 45: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -3511,6 +3743,7 @@ func file_command_commands_proto_init() {
 		(*Command_ReplayDeadLetter)(nil),
 		(*Command_PurgeDeadLetters)(nil),
 		(*Command_RecordTrace)(nil),
+		(*Command_Locks)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -3522,8 +3755,8 @@ func file_command_commands_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   33,
+			NumEnums:      5,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

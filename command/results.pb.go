@@ -386,6 +386,55 @@ func (ReplayResult_Verdict) EnumDescriptor() ([]byte, []int) {
 	return file_command_results_proto_rawDescGZIP(), []int{28, 0}
 }
 
+type LockResult_Reason int32
+
+const (
+	LockResult_NONE LockResult_Reason = 0
+	LockResult_HELD LockResult_Reason = 1 // acquire: every permit is held
+	LockResult_LOST LockResult_Reason = 2 // renew, release: the token is not the slot's live one
+)
+
+// Enum value maps for LockResult_Reason.
+var (
+	LockResult_Reason_name = map[int32]string{
+		0: "NONE",
+		1: "HELD",
+		2: "LOST",
+	}
+	LockResult_Reason_value = map[string]int32{
+		"NONE": 0,
+		"HELD": 1,
+		"LOST": 2,
+	}
+)
+
+func (x LockResult_Reason) Enum() *LockResult_Reason {
+	p := new(LockResult_Reason)
+	*p = x
+	return p
+}
+
+func (x LockResult_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockResult_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_command_results_proto_enumTypes[6].Descriptor()
+}
+
+func (LockResult_Reason) Type() protoreflect.EnumType {
+	return &file_command_results_proto_enumTypes[6]
+}
+
+func (x LockResult_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockResult_Reason.Descriptor instead.
+func (LockResult_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{32, 0}
+}
+
 type PushItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        PushItemResult_Status  `protobuf:"varint,1,opt,name=status,proto3,enum=queen.command.v1.PushItemResult_Status" json:"status,omitempty"`
@@ -2243,6 +2292,7 @@ type Response struct {
 	//	*Response_ReplayDeadLetter
 	//	*Response_PurgeDeadLetters
 	//	*Response_RecordTrace
+	//	*Response_Locks
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2500,6 +2550,15 @@ func (x *Response) GetRecordTrace() *TraceResult {
 	return nil
 }
 
+func (x *Response) GetLocks() *LocksResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_Locks); ok {
+			return x.Locks
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2603,6 +2662,10 @@ type Response_RecordTrace struct {
 	RecordTrace *TraceResult `protobuf:"bytes,35,opt,name=record_trace,json=recordTrace,proto3,oneof"`
 }
 
+type Response_Locks struct {
+	Locks *LocksResult `protobuf:"bytes,31,opt,name=locks,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2648,6 +2711,8 @@ func (*Response_ReplayDeadLetter) isResponse_Result() {}
 func (*Response_PurgeDeadLetters) isResponse_Result() {}
 
 func (*Response_RecordTrace) isResponse_Result() {}
+
+func (*Response_Locks) isResponse_Result() {}
 
 type DeleteGroupResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3145,6 +3210,286 @@ func (x *TraceResult) GetQueue() string {
 	return ""
 }
 
+// LocksResult answers a Locks command: one result per op, in order, or the
+// reason nothing was applied (KV_DISABLED).
+type LocksResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*LockResult          `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Reason        Reason                 `protobuf:"varint,2,opt,name=reason,proto3,enum=queen.command.v1.Reason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocksResult) Reset() {
+	*x = LocksResult{}
+	mi := &file_command_results_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocksResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocksResult) ProtoMessage() {}
+
+func (x *LocksResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocksResult.ProtoReflect.Descriptor instead.
+func (*LocksResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LocksResult) GetResults() []*LockResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *LocksResult) GetReason() Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return Reason_NONE
+}
+
+// LockResult is one op's verdict. ok is acquired, renewed or released (a
+// get is always ok); a refused op says why (reason) and who holds the lock.
+type LockResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          LockOp_Kind            `protobuf:"varint,1,opt,name=kind,proto3,enum=queen.command.v1.LockOp_Kind" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Ok            bool                   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
+	Reason        LockResult_Reason      `protobuf:"varint,4,opt,name=reason,proto3,enum=queen.command.v1.LockResult_Reason" json:"reason,omitempty"`
+	Slot          uint32                 `protobuf:"varint,5,opt,name=slot,proto3" json:"slot,omitempty"`
+	Token         uint64                 `protobuf:"varint,6,opt,name=token,proto3" json:"token,omitempty"` // acquire, renew: the permit's token (its row's version)
+	Owner         string                 `protobuf:"bytes,7,opt,name=owner,proto3" json:"owner,omitempty"`
+	Already       bool                   `protobuf:"varint,8,opt,name=already,proto3" json:"already,omitempty"`                       // acquire: the owner held this permit already
+	SinceUs       int64                  `protobuf:"varint,9,opt,name=since_us,json=sinceUs,proto3" json:"since_us,omitempty"`        // acquire, renew: when the holder took the permit
+	ExpiresUs     int64                  `protobuf:"varint,10,opt,name=expires_us,json=expiresUs,proto3" json:"expires_us,omitempty"` // acquire, renew: when the permit ends, by entry time
+	AtUs          int64                  `protobuf:"varint,11,opt,name=at_us,json=atUs,proto3" json:"at_us,omitempty"`                // the entry's time
+	Holders       []*LockHolder          `protobuf:"bytes,12,rep,name=holders,proto3" json:"holders,omitempty"`                       // refusals and get: the live permits
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockResult) Reset() {
+	*x = LockResult{}
+	mi := &file_command_results_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockResult) ProtoMessage() {}
+
+func (x *LockResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
+func (*LockResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *LockResult) GetKind() LockOp_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return LockOp_ACQUIRE
+}
+
+func (x *LockResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *LockResult) GetReason() LockResult_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return LockResult_NONE
+}
+
+func (x *LockResult) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LockResult) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockResult) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockResult) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
+func (x *LockResult) GetSinceUs() int64 {
+	if x != nil {
+		return x.SinceUs
+	}
+	return 0
+}
+
+func (x *LockResult) GetExpiresUs() int64 {
+	if x != nil {
+		return x.ExpiresUs
+	}
+	return 0
+}
+
+func (x *LockResult) GetAtUs() int64 {
+	if x != nil {
+		return x.AtUs
+	}
+	return 0
+}
+
+func (x *LockResult) GetHolders() []*LockHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+type LockHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	HasOwner      bool                   `protobuf:"varint,3,opt,name=has_owner,json=hasOwner,proto3" json:"has_owner,omitempty"` // false: a row written by hand, with no owner
+	Token         uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	SinceUs       int64                  `protobuf:"varint,5,opt,name=since_us,json=sinceUs,proto3" json:"since_us,omitempty"`
+	RenewedUs     int64                  `protobuf:"varint,6,opt,name=renewed_us,json=renewedUs,proto3" json:"renewed_us,omitempty"`
+	ExpiresUs     int64                  `protobuf:"varint,7,opt,name=expires_us,json=expiresUs,proto3" json:"expires_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHolder) Reset() {
+	*x = LockHolder{}
+	mi := &file_command_results_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHolder) ProtoMessage() {}
+
+func (x *LockHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
+func (*LockHolder) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *LockHolder) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LockHolder) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *LockHolder) GetHasOwner() bool {
+	if x != nil {
+		return x.HasOwner
+	}
+	return false
+}
+
+func (x *LockHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockHolder) GetSinceUs() int64 {
+	if x != nil {
+		return x.SinceUs
+	}
+	return 0
+}
+
+func (x *LockHolder) GetRenewedUs() int64 {
+	if x != nil {
+		return x.RenewedUs
+	}
+	return 0
+}
+
+func (x *LockHolder) GetExpiresUs() int64 {
+	if x != nil {
+		return x.ExpiresUs
+	}
+	return 0
+}
+
 var File_command_results_proto protoreflect.FileDescriptor
 
 const file_command_results_proto_rawDesc = "" +
@@ -3350,7 +3695,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
 	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xee\v\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xa5\f\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -3376,7 +3721,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\x0edelete_message\x18  \x01(\v2%.queen.command.v1.DeleteMessageResultH\x00R\rdeleteMessage\x12N\n" +
 	"\x12replay_dead_letter\x18! \x01(\v2\x1e.queen.command.v1.ReplayResultH\x00R\x10replayDeadLetter\x12M\n" +
 	"\x12purge_dead_letters\x18\" \x01(\v2\x1d.queen.command.v1.PurgeResultH\x00R\x10purgeDeadLetters\x12B\n" +
-	"\frecord_trace\x18# \x01(\v2\x1d.queen.command.v1.TraceResultH\x00R\vrecordTrace\x12%\n" +
+	"\frecord_trace\x18# \x01(\v2\x1d.queen.command.v1.TraceResultH\x00R\vrecordTrace\x125\n" +
+	"\x05locks\x18\x1f \x01(\v2\x1d.queen.command.v1.LocksResultH\x00R\x05locks\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result\"m\n" +
 	"\x11DeleteGroupResult\x12-\n" +
@@ -3421,7 +3767,41 @@ const file_command_results_proto_rawDesc = "" +
 	"\vTraceResult\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x19\n" +
 	"\btrace_id\x18\x02 \x01(\fR\atraceId\x12\x14\n" +
-	"\x05queue\x18\x03 \x01(\tR\x05queue*\xf9\x01\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\"w\n" +
+	"\vLocksResult\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.queen.command.v1.LockResultR\aresults\x120\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x18.queen.command.v1.ReasonR\x06reason\"\xa9\x03\n" +
+	"\n" +
+	"LockResult\x121\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1d.queen.command.v1.LockOp.KindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02ok\x18\x03 \x01(\bR\x02ok\x12;\n" +
+	"\x06reason\x18\x04 \x01(\x0e2#.queen.command.v1.LockResult.ReasonR\x06reason\x12\x12\n" +
+	"\x04slot\x18\x05 \x01(\rR\x04slot\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05owner\x18\a \x01(\tR\x05owner\x12\x18\n" +
+	"\aalready\x18\b \x01(\bR\aalready\x12\x19\n" +
+	"\bsince_us\x18\t \x01(\x03R\asinceUs\x12\x1d\n" +
+	"\n" +
+	"expires_us\x18\n" +
+	" \x01(\x03R\texpiresUs\x12\x13\n" +
+	"\x05at_us\x18\v \x01(\x03R\x04atUs\x126\n" +
+	"\aholders\x18\f \x03(\v2\x1c.queen.command.v1.LockHolderR\aholders\"&\n" +
+	"\x06Reason\x12\b\n" +
+	"\x04NONE\x10\x00\x12\b\n" +
+	"\x04HELD\x10\x01\x12\b\n" +
+	"\x04LOST\x10\x02\"\xc2\x01\n" +
+	"\n" +
+	"LockHolder\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
+	"\thas_owner\x18\x03 \x01(\bR\bhasOwner\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x19\n" +
+	"\bsince_us\x18\x05 \x01(\x03R\asinceUs\x12\x1d\n" +
+	"\n" +
+	"renewed_us\x18\x06 \x01(\x03R\trenewedUs\x12\x1d\n" +
+	"\n" +
+	"expires_us\x18\a \x01(\x03R\texpiresUs*\xf9\x01\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -3451,8 +3831,8 @@ func file_command_results_proto_rawDescGZIP() []byte {
 	return file_command_results_proto_rawDescData
 }
 
-var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_command_results_proto_goTypes = []any{
 	(Reason)(0),                   // 0: queen.command.v1.Reason
 	(PushItemResult_Status)(0),    // 1: queen.command.v1.PushItemResult.Status
@@ -3460,95 +3840,106 @@ var file_command_results_proto_goTypes = []any{
 	(TxnItemResult_Type)(0),       // 3: queen.command.v1.TxnItemResult.Type
 	(KVResult_Reason)(0),          // 4: queen.command.v1.KVResult.Reason
 	(ReplayResult_Verdict)(0),     // 5: queen.command.v1.ReplayResult.Verdict
-	(*PushItemResult)(nil),        // 6: queen.command.v1.PushItemResult
-	(*PushResult)(nil),            // 7: queen.command.v1.PushResult
-	(*PoppedMessage)(nil),         // 8: queen.command.v1.PoppedMessage
-	(*PopResult)(nil),             // 9: queen.command.v1.PopResult
-	(*AckItemResult)(nil),         // 10: queen.command.v1.AckItemResult
-	(*AckResult)(nil),             // 11: queen.command.v1.AckResult
-	(*TimerResult)(nil),           // 12: queen.command.v1.TimerResult
-	(*TimerBatchResult)(nil),      // 13: queen.command.v1.TimerBatchResult
-	(*FireResult)(nil),            // 14: queen.command.v1.FireResult
-	(*TxnItemResult)(nil),         // 15: queen.command.v1.TxnItemResult
-	(*TxnResult)(nil),             // 16: queen.command.v1.TxnResult
-	(*ExtendResult)(nil),          // 17: queen.command.v1.ExtendResult
-	(*ConfigureResult)(nil),       // 18: queen.command.v1.ConfigureResult
-	(*DeleteQueueResult)(nil),     // 19: queen.command.v1.DeleteQueueResult
-	(*SweepResult)(nil),           // 20: queen.command.v1.SweepResult
-	(*RetainResult)(nil),          // 21: queen.command.v1.RetainResult
-	(*RetainCount)(nil),           // 22: queen.command.v1.RetainCount
-	(*KVRow)(nil),                 // 23: queen.command.v1.KVRow
-	(*KVResult)(nil),              // 24: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),         // 25: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),        // 26: queen.command.v1.SwitchesResult
-	(*Replay)(nil),                // 27: queen.command.v1.Replay
-	(*Response)(nil),              // 28: queen.command.v1.Response
-	(*DeleteGroupResult)(nil),     // 29: queen.command.v1.DeleteGroupResult
-	(*SetSubscriptionResult)(nil), // 30: queen.command.v1.SetSubscriptionResult
-	(*SeekResult)(nil),            // 31: queen.command.v1.SeekResult
-	(*DrainResult)(nil),           // 32: queen.command.v1.DrainResult
-	(*DeleteMessageResult)(nil),   // 33: queen.command.v1.DeleteMessageResult
-	(*ReplayResult)(nil),          // 34: queen.command.v1.ReplayResult
-	(*PurgeResult)(nil),           // 35: queen.command.v1.PurgeResult
-	(*TraceResult)(nil),           // 36: queen.command.v1.TraceResult
-	(*MessageRecord)(nil),         // 37: queen.command.v1.MessageRecord
-	(*QueueOptions)(nil),          // 38: queen.command.v1.QueueOptions
-	(KVOp_Kind)(0),                // 39: queen.command.v1.KVOp.Kind
-	(*StoredOutcome)(nil),         // 40: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),               // 41: queen.command.v1.Refusal
+	(LockResult_Reason)(0),        // 6: queen.command.v1.LockResult.Reason
+	(*PushItemResult)(nil),        // 7: queen.command.v1.PushItemResult
+	(*PushResult)(nil),            // 8: queen.command.v1.PushResult
+	(*PoppedMessage)(nil),         // 9: queen.command.v1.PoppedMessage
+	(*PopResult)(nil),             // 10: queen.command.v1.PopResult
+	(*AckItemResult)(nil),         // 11: queen.command.v1.AckItemResult
+	(*AckResult)(nil),             // 12: queen.command.v1.AckResult
+	(*TimerResult)(nil),           // 13: queen.command.v1.TimerResult
+	(*TimerBatchResult)(nil),      // 14: queen.command.v1.TimerBatchResult
+	(*FireResult)(nil),            // 15: queen.command.v1.FireResult
+	(*TxnItemResult)(nil),         // 16: queen.command.v1.TxnItemResult
+	(*TxnResult)(nil),             // 17: queen.command.v1.TxnResult
+	(*ExtendResult)(nil),          // 18: queen.command.v1.ExtendResult
+	(*ConfigureResult)(nil),       // 19: queen.command.v1.ConfigureResult
+	(*DeleteQueueResult)(nil),     // 20: queen.command.v1.DeleteQueueResult
+	(*SweepResult)(nil),           // 21: queen.command.v1.SweepResult
+	(*RetainResult)(nil),          // 22: queen.command.v1.RetainResult
+	(*RetainCount)(nil),           // 23: queen.command.v1.RetainCount
+	(*KVRow)(nil),                 // 24: queen.command.v1.KVRow
+	(*KVResult)(nil),              // 25: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),         // 26: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),        // 27: queen.command.v1.SwitchesResult
+	(*Replay)(nil),                // 28: queen.command.v1.Replay
+	(*Response)(nil),              // 29: queen.command.v1.Response
+	(*DeleteGroupResult)(nil),     // 30: queen.command.v1.DeleteGroupResult
+	(*SetSubscriptionResult)(nil), // 31: queen.command.v1.SetSubscriptionResult
+	(*SeekResult)(nil),            // 32: queen.command.v1.SeekResult
+	(*DrainResult)(nil),           // 33: queen.command.v1.DrainResult
+	(*DeleteMessageResult)(nil),   // 34: queen.command.v1.DeleteMessageResult
+	(*ReplayResult)(nil),          // 35: queen.command.v1.ReplayResult
+	(*PurgeResult)(nil),           // 36: queen.command.v1.PurgeResult
+	(*TraceResult)(nil),           // 37: queen.command.v1.TraceResult
+	(*LocksResult)(nil),           // 38: queen.command.v1.LocksResult
+	(*LockResult)(nil),            // 39: queen.command.v1.LockResult
+	(*LockHolder)(nil),            // 40: queen.command.v1.LockHolder
+	(*MessageRecord)(nil),         // 41: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),          // 42: queen.command.v1.QueueOptions
+	(KVOp_Kind)(0),                // 43: queen.command.v1.KVOp.Kind
+	(*StoredOutcome)(nil),         // 44: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),               // 45: queen.command.v1.Refusal
+	(LockOp_Kind)(0),              // 46: queen.command.v1.LockOp.Kind
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
-	6,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
-	8,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	37, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
-	10, // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
+	7,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
+	9,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
+	41, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	11, // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
-	12, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
+	13, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
 	0,  // 7: queen.command.v1.TimerBatchResult.reason:type_name -> queen.command.v1.Reason
 	3,  // 8: queen.command.v1.TxnItemResult.type:type_name -> queen.command.v1.TxnItemResult.Type
-	24, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
-	12, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
+	25, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
+	13, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
-	15, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
-	24, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	38, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
-	22, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
-	39, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
+	16, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
+	25, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
+	42, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
+	23, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
+	43, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
 	4,  // 17: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
-	23, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
-	24, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
+	24, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
+	25, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
 	0,  // 20: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
-	40, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
-	7,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
-	9,  // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
-	11, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
-	16, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
-	17, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
-	18, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
-	19, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
-	20, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
-	25, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
-	26, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
-	27, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
-	41, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
-	13, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
-	14, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
-	21, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
-	29, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
-	30, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
-	31, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
-	32, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
-	33, // 41: queen.command.v1.Response.delete_message:type_name -> queen.command.v1.DeleteMessageResult
-	34, // 42: queen.command.v1.Response.replay_dead_letter:type_name -> queen.command.v1.ReplayResult
-	35, // 43: queen.command.v1.Response.purge_dead_letters:type_name -> queen.command.v1.PurgeResult
-	36, // 44: queen.command.v1.Response.record_trace:type_name -> queen.command.v1.TraceResult
-	5,  // 45: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	44, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
+	8,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
+	10, // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
+	12, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
+	17, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
+	18, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
+	19, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
+	20, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
+	21, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
+	26, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
+	27, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
+	28, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
+	45, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
+	14, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
+	15, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
+	22, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
+	30, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
+	31, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
+	32, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
+	33, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
+	34, // 41: queen.command.v1.Response.delete_message:type_name -> queen.command.v1.DeleteMessageResult
+	35, // 42: queen.command.v1.Response.replay_dead_letter:type_name -> queen.command.v1.ReplayResult
+	36, // 43: queen.command.v1.Response.purge_dead_letters:type_name -> queen.command.v1.PurgeResult
+	37, // 44: queen.command.v1.Response.record_trace:type_name -> queen.command.v1.TraceResult
+	38, // 45: queen.command.v1.Response.locks:type_name -> queen.command.v1.LocksResult
+	5,  // 46: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
+	39, // 47: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
+	0,  // 48: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
+	46, // 49: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
+	6,  // 50: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
+	40, // 51: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -3582,14 +3973,15 @@ func file_command_results_proto_init() {
 		(*Response_ReplayDeadLetter)(nil),
 		(*Response_PurgeDeadLetters)(nil),
 		(*Response_RecordTrace)(nil),
+		(*Response_Locks)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   31,
+			NumEnums:      7,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

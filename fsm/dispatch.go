@@ -66,6 +66,7 @@ func init() {
 	register(&command.Command_ReplayDeadLetter{}, "replay_dead_letter", applyReplayDeadLetter)
 	register(&command.Command_PurgeDeadLetters{}, "purge_dead_letters", applyPurgeDeadLetters)
 	register(&command.Command_RecordTrace{}, "record_trace", applyRecordTrace)
+	register(&command.Command_Locks{}, "locks", applyLocks)
 }
 
 // Kinds is how many kinds of command this FSM applies.

@@ -26,8 +26,12 @@ func workload(t *testing.T, seed int64, steps int) *harness {
 		DedupWindowSeconds: ptr(int64(5))})
 	h.configure("q2", &command.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(int64(20)), CompletedRetentionSeconds: ptr(int64(3))})
 	h.configure("billing.inv", &command.QueueOptions{MaxWaitTimeSeconds: ptr(int64(6))})
+	lockRng := rand.New(rand.NewSource(seed + 1000)) // its own stream: the mix above stays as it was
 	for i := 0; i < steps; i++ {
 		h.advance(time.Duration(rng.Intn(400)) * time.Millisecond)
+		if lockRng.Intn(5) == 0 {
+			lockStep(h, lockRng)
+		}
 		q := queues[rng.Intn(len(queues))]
 		switch k := rng.Intn(13); {
 		case k < 3:

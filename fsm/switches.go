@@ -54,6 +54,10 @@ func switchedOff(m *command.MetaRecord, cmd *command.Command) proto.Message {
 		if m.KvDisabled {
 			return &command.KVBatchResult{Ok: false, Reason: command.Reason_KV_DISABLED, FailedIndex: -1}
 		}
+	case *command.Command_Locks: // a permit is a KV row
+		if m.KvDisabled {
+			return &command.LocksResult{Reason: command.Reason_KV_DISABLED}
+		}
 	case *command.Command_Timers:
 		if m.TimersScheduleDisabled && timers.Schedules(b.Timers.Ops) {
 			return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}

@@ -95,7 +95,8 @@ func TestRouteLevelsAreTheSpecs(t *testing.T) {
 		"POST /api/v1/transaction", "POST /api/v1/configure", "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
 		"POST /api/v1/kv", "PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/timers/{queue}/{timerKey...}",
 		"DELETE /api/v1/messages/{partitionId}/{transactionId}", "POST /api/v1/messages/{partitionId}/{transactionId}/retry",
-		"POST /api/v1/dlq/{id}/replay", "POST /api/v1/traces"}
+		"POST /api/v1/dlq/{id}/replay", "POST /api/v1/traces",
+		"POST /api/v1/locks"}
 	for _, group := range []struct {
 		level auth.Level
 		list  []string

@@ -229,6 +229,13 @@ func (f *fakeBackend) defaultApply(cmd *command.Command) proto.Message {
 			res.Results = append(res.Results, r)
 		}
 		return res
+	case *command.Command_Locks:
+		res := &command.LocksResult{}
+		for _, op := range b.Locks.Ops {
+			res.Results = append(res.Results, &command.LockResult{Kind: op.Kind, Name: op.Name, Ok: true, Slot: op.Slot, Token: 7,
+				Owner: op.Owner, SinceUs: f.now, ExpiresUs: f.now + op.TtlSeconds*1e6, AtUs: f.now})
+		}
+		return res
 	}
 	return &command.Response{}
 }

@@ -146,6 +146,8 @@ func checkCommand(t *testing.T, cmd *command.Command) {
 			t.Fatal("a timer entry with no ops")
 		}
 		checkTimerOps(t, b.Timers.Ops)
+	case *command.Command_Locks:
+		checkLocksCommand(t, cmd)
 	default:
 		t.Fatalf("unexpected command %T", cmd.Body)
 	}

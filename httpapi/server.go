@@ -175,6 +175,7 @@ func (a *API) routes() {
 	h("GET /api/v1/traces/names", a.traceNames)
 	h("GET /api/v1/traces/by-name/{name}", a.tracesByName) // wins over {partitionId}/{transactionId} (spec §4.15)
 	h("GET /api/v1/traces/{partitionId}/{transactionId}", a.messageTraces)
+	h("POST /api/v1/locks", a.locksPost)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
 	})

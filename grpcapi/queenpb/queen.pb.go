@@ -369,6 +369,61 @@ func (TimerStatus) EnumDescriptor() ([]byte, []int) {
 	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
 }
 
+type LockOpKind int32
+
+const (
+	LockOpKind_LOCK_OP_KIND_UNSPECIFIED LockOpKind = 0
+	LockOpKind_LOCK_OP_KIND_ACQUIRE     LockOpKind = 1 // name, ttl_seconds, owner?, limit?
+	LockOpKind_LOCK_OP_KIND_RENEW       LockOpKind = 2 // name, token, ttl_seconds, slot?, owner?
+	LockOpKind_LOCK_OP_KIND_RELEASE     LockOpKind = 3 // name, token, slot?
+	LockOpKind_LOCK_OP_KIND_GET         LockOpKind = 4 // name
+)
+
+// Enum value maps for LockOpKind.
+var (
+	LockOpKind_name = map[int32]string{
+		0: "LOCK_OP_KIND_UNSPECIFIED",
+		1: "LOCK_OP_KIND_ACQUIRE",
+		2: "LOCK_OP_KIND_RENEW",
+		3: "LOCK_OP_KIND_RELEASE",
+		4: "LOCK_OP_KIND_GET",
+	}
+	LockOpKind_value = map[string]int32{
+		"LOCK_OP_KIND_UNSPECIFIED": 0,
+		"LOCK_OP_KIND_ACQUIRE":     1,
+		"LOCK_OP_KIND_RENEW":       2,
+		"LOCK_OP_KIND_RELEASE":     3,
+		"LOCK_OP_KIND_GET":         4,
+	}
+)
+
+func (x LockOpKind) Enum() *LockOpKind {
+	p := new(LockOpKind)
+	*p = x
+	return p
+}
+
+func (x LockOpKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LockOpKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_grpcapi_queenpb_queen_proto_enumTypes[6].Descriptor()
+}
+
+func (LockOpKind) Type() protoreflect.EnumType {
+	return &file_grpcapi_queenpb_queen_proto_enumTypes[6]
+}
+
+func (x LockOpKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LockOpKind.Descriptor instead.
+func (LockOpKind) EnumDescriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
+}
+
 type PushItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -5581,6 +5636,429 @@ func (x *QueueDepthResponse) GetPartitions() []*PartitionDepth {
 	return nil
 }
 
+type LockOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            LockOpKind             `protobuf:"varint,1,opt,name=op,proto3,enum=queen.v1.LockOpKind" json:"op,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                // 1-256 bytes, no control characters, no '#'
+	Owner         *string                `protobuf:"bytes,3,opt,name=owner,proto3,oneof" json:"owner,omitempty"`                        // <= 256 bytes; makes a retry converge
+	Limit         *uint32                `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`                       // acquire: permits, 1..1024; unset = 1 (a lock)
+	TtlSeconds    int64                  `protobuf:"varint,5,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"` // acquire, renew: an integer > 0 (no forever)
+	Token         uint64                 `protobuf:"varint,6,opt,name=token,proto3" json:"token,omitempty"`                             // renew, release: the last token answered
+	Slot          *uint32                `protobuf:"varint,7,opt,name=slot,proto3,oneof" json:"slot,omitempty"`                         // renew, release: unset = 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockOp) Reset() {
+	*x = LockOp{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockOp) ProtoMessage() {}
+
+func (x *LockOp) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
+func (*LockOp) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *LockOp) GetOp() LockOpKind {
+	if x != nil {
+		return x.Op
+	}
+	return LockOpKind_LOCK_OP_KIND_UNSPECIFIED
+}
+
+func (x *LockOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockOp) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *LockOp) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *LockOp) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *LockOp) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockOp) GetSlot() uint32 {
+	if x != nil && x.Slot != nil {
+		return *x.Slot
+	}
+	return 0
+}
+
+type LocksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operations    []*LockOp              `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"` // at most 64, each on a different lock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocksRequest) Reset() {
+	*x = LocksRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocksRequest) ProtoMessage() {}
+
+func (x *LocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocksRequest.ProtoReflect.Descriptor instead.
+func (*LocksRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *LocksRequest) GetOperations() []*LockOp {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+type LockHolder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Owner         *string                `protobuf:"bytes,2,opt,name=owner,proto3,oneof" json:"owner,omitempty"` // unset: a row written by hand, with no owner
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	RenewedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=renewed_at,json=renewedAt,proto3" json:"renewed_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockHolder) Reset() {
+	*x = LockHolder{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockHolder) ProtoMessage() {}
+
+func (x *LockHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
+func (*LockHolder) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *LockHolder) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LockHolder) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *LockHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockHolder) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LockHolder) GetRenewedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RenewedAt
+	}
+	return nil
+}
+
+func (x *LockHolder) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type LockResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Op    string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"` // acquire | renew | release | get
+	Name  string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// acquired, renewed or released; a get is always ok (see held).
+	Ok      bool    `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	Reason  string  `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"` // held (acquire) | lost (renew, release)
+	Slot    uint32  `protobuf:"varint,6,opt,name=slot,proto3" json:"slot,omitempty"`
+	Token   uint64  `protobuf:"varint,7,opt,name=token,proto3" json:"token,omitempty"` // acquire, renew: the permit's fencing token
+	Owner   *string `protobuf:"bytes,8,opt,name=owner,proto3,oneof" json:"owner,omitempty"`
+	Already bool    `protobuf:"varint,9,opt,name=already,proto3" json:"already,omitempty"` // acquire: the owner held this permit already
+	// acquire, renew: the check to put in a transaction's kv so that it
+	// commits only while the permit is still the caller's.
+	Guard         *KvOp                  `protobuf:"bytes,10,opt,name=guard,proto3" json:"guard,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=since,proto3" json:"since,omitempty"`                          // acquire, renew
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // acquire, renew
+	At            *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=at,proto3" json:"at,omitempty"`                                // the entry's time
+	Held          bool                   `protobuf:"varint,14,opt,name=held,proto3" json:"held,omitempty"`                           // get: a live permit exists
+	Holders       []*LockHolder          `protobuf:"bytes,15,rep,name=holders,proto3" json:"holders,omitempty"`                      // refusals and get
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockResult) Reset() {
+	*x = LockResult{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockResult) ProtoMessage() {}
+
+func (x *LockResult) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
+func (*LockResult) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *LockResult) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *LockResult) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *LockResult) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LockResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *LockResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LockResult) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *LockResult) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *LockResult) GetOwner() string {
+	if x != nil && x.Owner != nil {
+		return *x.Owner
+	}
+	return ""
+}
+
+func (x *LockResult) GetAlready() bool {
+	if x != nil {
+		return x.Already
+	}
+	return false
+}
+
+func (x *LockResult) GetGuard() *KvOp {
+	if x != nil {
+		return x.Guard
+	}
+	return nil
+}
+
+func (x *LockResult) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LockResult) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *LockResult) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *LockResult) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+func (x *LockResult) GetHolders() []*LockHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+type LocksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*LockResult          `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per op, in request order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocksResponse) Reset() {
+	*x = LocksResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocksResponse) ProtoMessage() {}
+
+func (x *LocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocksResponse.ProtoReflect.Descriptor instead.
+func (*LocksResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *LocksResponse) GetResults() []*LockResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
@@ -6110,7 +6588,56 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\t \x03(\v2\x18.queen.v1.PartitionDepthR\n" +
 	"partitionsB\r\n" +
-	"\v_conflation*\x8e\x01\n" +
+	"\v_conflation\"\xe5\x01\n" +
+	"\x06LockOp\x12$\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x14.queen.v1.LockOpKindR\x02op\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
+	"\x05owner\x18\x03 \x01(\tH\x00R\x05owner\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\rH\x01R\x05limit\x88\x01\x01\x12\x1f\n" +
+	"\vttl_seconds\x18\x05 \x01(\x03R\n" +
+	"ttlSeconds\x12\x14\n" +
+	"\x05token\x18\x06 \x01(\x04R\x05token\x12\x17\n" +
+	"\x04slot\x18\a \x01(\rH\x02R\x04slot\x88\x01\x01B\b\n" +
+	"\x06_ownerB\b\n" +
+	"\x06_limitB\a\n" +
+	"\x05_slot\"@\n" +
+	"\fLocksRequest\x120\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x10.queen.v1.LockOpR\n" +
+	"operations\"\x83\x02\n" +
+	"\n" +
+	"LockHolder\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x19\n" +
+	"\x05owner\x18\x02 \x01(\tH\x00R\x05owner\x88\x01\x01\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x129\n" +
+	"\n" +
+	"renewed_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\trenewedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAtB\b\n" +
+	"\x06_owner\"\xda\x03\n" +
+	"\n" +
+	"LockResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04slot\x18\x06 \x01(\rR\x04slot\x12\x14\n" +
+	"\x05token\x18\a \x01(\x04R\x05token\x12\x19\n" +
+	"\x05owner\x18\b \x01(\tH\x00R\x05owner\x88\x01\x01\x12\x18\n" +
+	"\aalready\x18\t \x01(\bR\aalready\x12$\n" +
+	"\x05guard\x18\n" +
+	" \x01(\v2\x0e.queen.v1.KvOpR\x05guard\x120\n" +
+	"\x05since\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x129\n" +
+	"\n" +
+	"expires_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12*\n" +
+	"\x02at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x12\n" +
+	"\x04held\x18\x0e \x01(\bR\x04held\x12.\n" +
+	"\aholders\x18\x0f \x03(\v2\x14.queen.v1.LockHolderR\aholdersB\b\n" +
+	"\x06_owner\"?\n" +
+	"\rLocksResponse\x12.\n" +
+	"\aresults\x18\x01 \x03(\v2\x14.queen.v1.LockResultR\aresults*\x8e\x01\n" +
 	"\n" +
 	"PushStatus\x12\x1b\n" +
 	"\x17PUSH_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -6149,7 +6676,14 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x16TIMER_STATUS_SCHEDULED\x10\x01\x12\x1c\n" +
 	"\x18TIMER_STATUS_RESCHEDULED\x10\x02\x12\x1a\n" +
 	"\x16TIMER_STATUS_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13TIMER_STATUS_ABSENT\x10\x042\xd2\r\n" +
+	"\x13TIMER_STATUS_ABSENT\x10\x04*\x8c\x01\n" +
+	"\n" +
+	"LockOpKind\x12\x1c\n" +
+	"\x18LOCK_OP_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14LOCK_OP_KIND_ACQUIRE\x10\x01\x12\x16\n" +
+	"\x12LOCK_OP_KIND_RENEW\x10\x02\x12\x18\n" +
+	"\x14LOCK_OP_KIND_RELEASE\x10\x03\x12\x14\n" +
+	"\x10LOCK_OP_KIND_GET\x10\x042\x8c\x0e\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -6180,7 +6714,8 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\n" +
 	"TraceNames\x12\x1b.queen.v1.TraceNamesRequest\x1a\x1c.queen.v1.TraceNamesResponse\x12G\n" +
 	"\n" +
-	"QueueDepth\x12\x1b.queen.v1.QueueDepthRequest\x1a\x1c.queen.v1.QueueDepthResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"QueueDepth\x12\x1b.queen.v1.QueueDepthRequest\x1a\x1c.queen.v1.QueueDepthResponse\x128\n" +
+	"\x05Locks\x12\x16.queen.v1.LocksRequest\x1a\x17.queen.v1.LocksResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -6194,8 +6729,8 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 	return file_grpcapi_queenpb_queen_proto_rawDescData
 }
 
-var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(PushStatus)(0),                  // 0: queen.v1.PushStatus
 	(SubscriptionMode)(0),            // 1: queen.v1.SubscriptionMode
@@ -6203,183 +6738,202 @@ var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(KvOpKind)(0),                    // 3: queen.v1.KvOpKind
 	(TimerOpKind)(0),                 // 4: queen.v1.TimerOpKind
 	(TimerStatus)(0),                 // 5: queen.v1.TimerStatus
-	(*PushItem)(nil),                 // 6: queen.v1.PushItem
-	(*PushRequest)(nil),              // 7: queen.v1.PushRequest
-	(*PushResult)(nil),               // 8: queen.v1.PushResult
-	(*PushResponse)(nil),             // 9: queen.v1.PushResponse
-	(*PopRequest)(nil),               // 10: queen.v1.PopRequest
-	(*Message)(nil),                  // 11: queen.v1.Message
-	(*PopResponse)(nil),              // 12: queen.v1.PopResponse
-	(*ConsumeRequest)(nil),           // 13: queen.v1.ConsumeRequest
-	(*AckRequest)(nil),               // 14: queen.v1.AckRequest
-	(*AckResult)(nil),                // 15: queen.v1.AckResult
-	(*AckResponse)(nil),              // 16: queen.v1.AckResponse
-	(*AckItem)(nil),                  // 17: queen.v1.AckItem
-	(*AckBatchRequest)(nil),          // 18: queen.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),         // 19: queen.v1.AckBatchResponse
-	(*TransactionOp)(nil),            // 20: queen.v1.TransactionOp
-	(*TransactionRequest)(nil),       // 21: queen.v1.TransactionRequest
-	(*Position)(nil),                 // 22: queen.v1.Position
-	(*TransactionItemResult)(nil),    // 23: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),      // 24: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),       // 25: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),      // 26: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),             // 27: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),         // 28: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),        // 29: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),       // 30: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),      // 31: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                     // 32: queen.v1.KvOp
-	(*KvRow)(nil),                    // 33: queen.v1.KvRow
-	(*KvResult)(nil),                 // 34: queen.v1.KvResult
-	(*KvRequest)(nil),                // 35: queen.v1.KvRequest
-	(*KvResponse)(nil),               // 36: queen.v1.KvResponse
-	(*TimerOp)(nil),                  // 37: queen.v1.TimerOp
-	(*TimersRequest)(nil),            // 38: queen.v1.TimersRequest
-	(*TimerResult)(nil),              // 39: queen.v1.TimerResult
-	(*TimersResponse)(nil),           // 40: queen.v1.TimersResponse
-	(*CancelTimerRequest)(nil),       // 41: queen.v1.CancelTimerRequest
-	(*Timer)(nil),                    // 42: queen.v1.Timer
-	(*GetTimerRequest)(nil),          // 43: queen.v1.GetTimerRequest
-	(*GetTimerResponse)(nil),         // 44: queen.v1.GetTimerResponse
-	(*ListTimersRequest)(nil),        // 45: queen.v1.ListTimersRequest
-	(*ListTimersResponse)(nil),       // 46: queen.v1.ListTimersResponse
-	(*CountTimersRequest)(nil),       // 47: queen.v1.CountTimersRequest
-	(*CountTimersResponse)(nil),      // 48: queen.v1.CountTimersResponse
-	(*ListMessagesRequest)(nil),      // 49: queen.v1.ListMessagesRequest
-	(*MessageRow)(nil),               // 50: queen.v1.MessageRow
-	(*ListMessagesResponse)(nil),     // 51: queen.v1.ListMessagesResponse
-	(*MessageRef)(nil),               // 52: queen.v1.MessageRef
-	(*MessageGroup)(nil),             // 53: queen.v1.MessageGroup
-	(*DeadLetterRef)(nil),            // 54: queen.v1.DeadLetterRef
-	(*MessageDetail)(nil),            // 55: queen.v1.MessageDetail
-	(*DeleteMessageResponse)(nil),    // 56: queen.v1.DeleteMessageResponse
-	(*ReplayDeadLetterRequest)(nil),  // 57: queen.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 58: queen.v1.ReplayDeadLetterResponse
-	(*PurgeDeadLettersRequest)(nil),  // 59: queen.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil), // 60: queen.v1.PurgeDeadLettersResponse
-	(*RecordTraceRequest)(nil),       // 61: queen.v1.RecordTraceRequest
-	(*RecordTraceResponse)(nil),      // 62: queen.v1.RecordTraceResponse
-	(*Trace)(nil),                    // 63: queen.v1.Trace
-	(*ListTracesResponse)(nil),       // 64: queen.v1.ListTracesResponse
-	(*TracesByNameRequest)(nil),      // 65: queen.v1.TracesByNameRequest
-	(*TraceNamesRequest)(nil),        // 66: queen.v1.TraceNamesRequest
-	(*TraceName)(nil),                // 67: queen.v1.TraceName
-	(*TraceNamesResponse)(nil),       // 68: queen.v1.TraceNamesResponse
-	(*QueueDepthRequest)(nil),        // 69: queen.v1.QueueDepthRequest
-	(*PartitionDepth)(nil),           // 70: queen.v1.PartitionDepth
-	(*QueueDepthResponse)(nil),       // 71: queen.v1.QueueDepthResponse
-	(*timestamppb.Timestamp)(nil),    // 72: google.protobuf.Timestamp
+	(LockOpKind)(0),                  // 6: queen.v1.LockOpKind
+	(*PushItem)(nil),                 // 7: queen.v1.PushItem
+	(*PushRequest)(nil),              // 8: queen.v1.PushRequest
+	(*PushResult)(nil),               // 9: queen.v1.PushResult
+	(*PushResponse)(nil),             // 10: queen.v1.PushResponse
+	(*PopRequest)(nil),               // 11: queen.v1.PopRequest
+	(*Message)(nil),                  // 12: queen.v1.Message
+	(*PopResponse)(nil),              // 13: queen.v1.PopResponse
+	(*ConsumeRequest)(nil),           // 14: queen.v1.ConsumeRequest
+	(*AckRequest)(nil),               // 15: queen.v1.AckRequest
+	(*AckResult)(nil),                // 16: queen.v1.AckResult
+	(*AckResponse)(nil),              // 17: queen.v1.AckResponse
+	(*AckItem)(nil),                  // 18: queen.v1.AckItem
+	(*AckBatchRequest)(nil),          // 19: queen.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 20: queen.v1.AckBatchResponse
+	(*TransactionOp)(nil),            // 21: queen.v1.TransactionOp
+	(*TransactionRequest)(nil),       // 22: queen.v1.TransactionRequest
+	(*Position)(nil),                 // 23: queen.v1.Position
+	(*TransactionItemResult)(nil),    // 24: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),      // 25: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),       // 26: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),      // 27: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),             // 28: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),         // 29: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),        // 30: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),       // 31: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),      // 32: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                     // 33: queen.v1.KvOp
+	(*KvRow)(nil),                    // 34: queen.v1.KvRow
+	(*KvResult)(nil),                 // 35: queen.v1.KvResult
+	(*KvRequest)(nil),                // 36: queen.v1.KvRequest
+	(*KvResponse)(nil),               // 37: queen.v1.KvResponse
+	(*TimerOp)(nil),                  // 38: queen.v1.TimerOp
+	(*TimersRequest)(nil),            // 39: queen.v1.TimersRequest
+	(*TimerResult)(nil),              // 40: queen.v1.TimerResult
+	(*TimersResponse)(nil),           // 41: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),       // 42: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                    // 43: queen.v1.Timer
+	(*GetTimerRequest)(nil),          // 44: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),         // 45: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),        // 46: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),       // 47: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),       // 48: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),      // 49: queen.v1.CountTimersResponse
+	(*ListMessagesRequest)(nil),      // 50: queen.v1.ListMessagesRequest
+	(*MessageRow)(nil),               // 51: queen.v1.MessageRow
+	(*ListMessagesResponse)(nil),     // 52: queen.v1.ListMessagesResponse
+	(*MessageRef)(nil),               // 53: queen.v1.MessageRef
+	(*MessageGroup)(nil),             // 54: queen.v1.MessageGroup
+	(*DeadLetterRef)(nil),            // 55: queen.v1.DeadLetterRef
+	(*MessageDetail)(nil),            // 56: queen.v1.MessageDetail
+	(*DeleteMessageResponse)(nil),    // 57: queen.v1.DeleteMessageResponse
+	(*ReplayDeadLetterRequest)(nil),  // 58: queen.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 59: queen.v1.ReplayDeadLetterResponse
+	(*PurgeDeadLettersRequest)(nil),  // 60: queen.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 61: queen.v1.PurgeDeadLettersResponse
+	(*RecordTraceRequest)(nil),       // 62: queen.v1.RecordTraceRequest
+	(*RecordTraceResponse)(nil),      // 63: queen.v1.RecordTraceResponse
+	(*Trace)(nil),                    // 64: queen.v1.Trace
+	(*ListTracesResponse)(nil),       // 65: queen.v1.ListTracesResponse
+	(*TracesByNameRequest)(nil),      // 66: queen.v1.TracesByNameRequest
+	(*TraceNamesRequest)(nil),        // 67: queen.v1.TraceNamesRequest
+	(*TraceName)(nil),                // 68: queen.v1.TraceName
+	(*TraceNamesResponse)(nil),       // 69: queen.v1.TraceNamesResponse
+	(*QueueDepthRequest)(nil),        // 70: queen.v1.QueueDepthRequest
+	(*PartitionDepth)(nil),           // 71: queen.v1.PartitionDepth
+	(*QueueDepthResponse)(nil),       // 72: queen.v1.QueueDepthResponse
+	(*LockOp)(nil),                   // 73: queen.v1.LockOp
+	(*LocksRequest)(nil),             // 74: queen.v1.LocksRequest
+	(*LockHolder)(nil),               // 75: queen.v1.LockHolder
+	(*LockResult)(nil),               // 76: queen.v1.LockResult
+	(*LocksResponse)(nil),            // 77: queen.v1.LocksResponse
+	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
-	6,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
+	7,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
-	8,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
+	9,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	72, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	72, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	72, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
-	10, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
+	78, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	78, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	78, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
+	11, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
-	15, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
+	16, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
 	2,  // 11: queen.v1.AckItem.status:type_name -> queen.v1.AckStatus
-	17, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
-	15, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
-	14, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
-	6,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
-	20, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
-	32, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
-	37, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
-	22, // 19: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
-	34, // 20: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
-	39, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
-	23, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
-	34, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	72, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
-	27, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
-	27, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
+	18, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
+	16, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
+	15, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
+	7,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
+	21, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
+	33, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
+	38, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
+	23, // 19: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
+	35, // 20: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
+	40, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
+	24, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
+	35, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
+	78, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
+	28, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
 	3,  // 27: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	72, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	72, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	72, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	72, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
-	33, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
-	32, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
-	34, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
-	34, // 35: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
+	78, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	78, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	78, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	78, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	34, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
+	33, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
+	35, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
+	35, // 35: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
 	4,  // 36: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
-	37, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
+	38, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
 	5,  // 38: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	72, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
-	39, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	72, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	72, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	72, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
-	42, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
-	42, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
-	50, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
-	50, // 47: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
-	53, // 48: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
-	54, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
-	63, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
-	67, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
-	70, // 52: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
-	7,  // 53: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	10, // 54: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	13, // 55: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	14, // 56: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	18, // 57: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	21, // 58: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	25, // 59: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	28, // 60: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	30, // 61: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	35, // 62: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	38, // 63: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	41, // 64: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	43, // 65: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	45, // 66: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	47, // 67: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	49, // 68: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
-	52, // 69: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
-	52, // 70: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
-	57, // 71: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
-	59, // 72: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
-	61, // 73: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
-	52, // 74: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
-	65, // 75: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
-	66, // 76: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
-	69, // 77: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
-	9,  // 78: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	12, // 79: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	12, // 80: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	16, // 81: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	19, // 82: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	24, // 83: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	26, // 84: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	29, // 85: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	31, // 86: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	36, // 87: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	40, // 88: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	39, // 89: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	44, // 90: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	46, // 91: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	48, // 92: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	51, // 93: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
-	55, // 94: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
-	56, // 95: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
-	58, // 96: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
-	60, // 97: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
-	62, // 98: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
-	64, // 99: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
-	64, // 100: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
-	68, // 101: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
-	71, // 102: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
-	78, // [78:103] is the sub-list for method output_type
-	53, // [53:78] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	78, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	40, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
+	78, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	78, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	78, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	43, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
+	43, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
+	51, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
+	51, // 47: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
+	54, // 48: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
+	55, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
+	64, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
+	68, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
+	71, // 52: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
+	6,  // 53: queen.v1.LockOp.op:type_name -> queen.v1.LockOpKind
+	73, // 54: queen.v1.LocksRequest.operations:type_name -> queen.v1.LockOp
+	78, // 55: queen.v1.LockHolder.since:type_name -> google.protobuf.Timestamp
+	78, // 56: queen.v1.LockHolder.renewed_at:type_name -> google.protobuf.Timestamp
+	78, // 57: queen.v1.LockHolder.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 58: queen.v1.LockResult.guard:type_name -> queen.v1.KvOp
+	78, // 59: queen.v1.LockResult.since:type_name -> google.protobuf.Timestamp
+	78, // 60: queen.v1.LockResult.expires_at:type_name -> google.protobuf.Timestamp
+	78, // 61: queen.v1.LockResult.at:type_name -> google.protobuf.Timestamp
+	75, // 62: queen.v1.LockResult.holders:type_name -> queen.v1.LockHolder
+	76, // 63: queen.v1.LocksResponse.results:type_name -> queen.v1.LockResult
+	8,  // 64: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	11, // 65: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	14, // 66: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	15, // 67: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	19, // 68: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	22, // 69: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	26, // 70: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	29, // 71: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	31, // 72: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	36, // 73: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	39, // 74: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	42, // 75: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	44, // 76: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	46, // 77: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	48, // 78: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	50, // 79: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
+	53, // 80: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
+	53, // 81: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
+	58, // 82: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
+	60, // 83: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
+	62, // 84: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
+	53, // 85: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
+	66, // 86: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
+	67, // 87: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
+	70, // 88: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
+	74, // 89: queen.v1.Queen.Locks:input_type -> queen.v1.LocksRequest
+	10, // 90: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	13, // 91: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	13, // 92: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	17, // 93: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	20, // 94: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	25, // 95: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	27, // 96: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	30, // 97: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	32, // 98: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	37, // 99: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	41, // 100: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	40, // 101: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	45, // 102: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	47, // 103: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	49, // 104: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	52, // 105: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
+	56, // 106: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
+	57, // 107: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
+	59, // 108: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
+	61, // 109: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
+	63, // 110: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
+	65, // 111: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
+	65, // 112: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
+	69, // 113: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
+	72, // 114: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
+	77, // 115: queen.v1.Queen.Locks:output_type -> queen.v1.LocksResponse
+	90, // [90:116] is the sub-list for method output_type
+	64, // [64:90] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -6403,13 +6957,16 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	file_grpcapi_queenpb_queen_proto_msgTypes[31].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[55].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[65].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[66].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[68].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[69].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   66,
+			NumEnums:      7,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

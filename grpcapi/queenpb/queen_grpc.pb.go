@@ -55,6 +55,7 @@ const (
 	Queen_TracesByName_FullMethodName     = "/queen.v1.Queen/TracesByName"
 	Queen_TraceNames_FullMethodName       = "/queen.v1.Queen/TraceNames"
 	Queen_QueueDepth_FullMethodName       = "/queen.v1.Queen/QueueDepth"
+	Queen_Locks_FullMethodName            = "/queen.v1.Queen/Locks"
 )
 
 // QueenClient is the client API for Queen service.
@@ -126,6 +127,10 @@ type QueenClient interface {
 	// QueueDepth is what a queue holds for one group (GET
 	// /api/v1/resources/queues/:queue/depth, addendum §8).
 	QueueDepth(ctx context.Context, in *QueueDepthRequest, opts ...grpc.CallOption) (*QueueDepthResponse, error)
+	// Locks acquires, renews, releases and reads locks and semaphores
+	// (POST /api/v1/locks, addendum §4.3): independent ops, one entry. A lock
+	// somebody else holds is a result (ok false, reason held), not an error.
+	Locks(ctx context.Context, in *LocksRequest, opts ...grpc.CallOption) (*LocksResponse, error)
 }
 
 type queenClient struct {
@@ -395,6 +400,16 @@ func (c *queenClient) QueueDepth(ctx context.Context, in *QueueDepthRequest, opt
 	return out, nil
 }
 
+func (c *queenClient) Locks(ctx context.Context, in *LocksRequest, opts ...grpc.CallOption) (*LocksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocksResponse)
+	err := c.cc.Invoke(ctx, Queen_Locks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -464,6 +479,10 @@ type QueenServer interface {
 	// QueueDepth is what a queue holds for one group (GET
 	// /api/v1/resources/queues/:queue/depth, addendum §8).
 	QueueDepth(context.Context, *QueueDepthRequest) (*QueueDepthResponse, error)
+	// Locks acquires, renews, releases and reads locks and semaphores
+	// (POST /api/v1/locks, addendum §4.3): independent ops, one entry. A lock
+	// somebody else holds is a result (ok false, reason held), not an error.
+	Locks(context.Context, *LocksRequest) (*LocksResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -548,6 +567,9 @@ func (UnimplementedQueenServer) TraceNames(context.Context, *TraceNamesRequest) 
 }
 func (UnimplementedQueenServer) QueueDepth(context.Context, *QueueDepthRequest) (*QueueDepthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method QueueDepth not implemented")
+}
+func (UnimplementedQueenServer) Locks(context.Context, *LocksRequest) (*LocksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Locks not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -1013,6 +1035,24 @@ func _Queen_QueueDepth_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_Locks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).Locks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_Locks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).Locks(ctx, req.(*LocksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1115,6 +1155,10 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "QueueDepth",
 			Handler:    _Queen_QueueDepth_Handler,
+		},
+		{
+			MethodName: "Locks",
+			Handler:    _Queen_Locks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

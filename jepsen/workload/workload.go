@@ -81,6 +81,7 @@ func ByName(names []string) ([]Workload, error) {
 		"kv":     func() Workload { return newKV() },
 		"timers": func() Workload { return newTimers() },
 		"ledger": func() Workload { return newLedger() },
+		"locks":  func() Workload { return newLocks() },
 	}
 	var out []Workload
 	for _, n := range names {
@@ -97,7 +98,7 @@ func ByName(names []string) ([]Workload, error) {
 		}
 		f, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown workload %q (queue, kv, timers, ledger, all)", n)
+			return nil, fmt.Errorf("unknown workload %q (queue, kv, timers, ledger, locks, all)", n)
 		}
 		out = append(out, f())
 	}
