@@ -28,17 +28,6 @@ func isoOrEmpty(us int64) string {
 	return time.UnixMicro(us).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-func modeOf(m fsm.MessagesMode) string {
-	switch {
-	case m.HasQueueMode && m.BusGroups > 0:
-		return "hybrid"
-	case m.HasQueueMode:
-		return "queue"
-	case m.BusGroups > 0:
-		return "bus"
-	}
-	return "none"
-}
 
 func messageRowOut(r fsm.MessageRow) *queenpb.MessageRow {
 	m := r.Message
@@ -84,7 +73,7 @@ func (s *Public) ListMessages(ctx context.Context, in *queenpb.ListMessagesReque
 	if err != nil {
 		return nil, publicStatus(err)
 	}
-	out := &queenpb.ListMessagesResponse{HasQueueMode: mode.HasQueueMode, BusGroups: int32(mode.BusGroups), Mode: modeOf(mode)}
+	out := &queenpb.ListMessagesResponse{HasQueueMode: mode.HasQueueMode, BusGroups: int32(mode.BusGroups), Mode: mode.Type()}
 	for _, r := range rows {
 		out.Messages = append(out.Messages, messageRowOut(r))
 	}
@@ -116,7 +105,7 @@ func (s *Public) GetMessage(ctx context.Context, in *queenpb.MessageRef) (*queen
 	if d == nil {
 		return nil, publicStatus(request.MessageNotFound())
 	}
-	out := &queenpb.MessageDetail{Message: messageRowOut(d.MessageRow), Payload: d.Message.Payload, Mode: modeOf(d.Mode)}
+	out := &queenpb.MessageDetail{Message: messageRowOut(d.MessageRow), Payload: d.Message.Payload, Mode: d.Mode.Type()}
 	for _, g := range d.Groups {
 		out.ConsumerGroups = append(out.ConsumerGroups, &queenpb.MessageGroup{Name: g.Name, Consumed: g.Consumed,
 			LeaseExpiresAt: isoOrEmpty(g.LeaseExpiresUs)})

@@ -31,18 +31,6 @@ func isoOrNil(us int64) any {
 	return isoMillis(us)
 }
 
-func modeType(m fsm.MessagesMode) string {
-	switch {
-	case m.HasQueueMode && m.BusGroups > 0:
-		return "hybrid"
-	case m.HasQueueMode:
-		return "queue"
-	case m.BusGroups > 0:
-		return "bus"
-	}
-	return "none"
-}
-
 func messageRowOut(r fsm.MessageRow) map[string]any {
 	m := r.Message
 	return map[string]any{
@@ -87,7 +75,7 @@ func (a *API) listMessages(w http.ResponseWriter, r *http.Request) {
 		out[i] = messageRowOut(row)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": out,
-		"mode":       map[string]any{"hasQueueMode": mode.HasQueueMode, "busGroupsCount": mode.BusGroups, "type": modeType(mode)},
+		"mode":       map[string]any{"hasQueueMode": mode.HasQueueMode, "busGroupsCount": mode.BusGroups, "type": mode.Type()},
 		"pagination": map[string]any{"limit": f.Limit, "offset": f.Offset}})
 }
 
@@ -104,19 +92,27 @@ func (a *API) partitionInScope(w http.ResponseWriter, r *http.Request, pid []byt
 	return false
 }
 
-// GET /api/v1/messages/:partitionId/:transactionId
-func (a *API) getMessage(w http.ResponseWriter, r *http.Request) {
-	txn := r.PathValue("transactionId")
+// messageInScope reads the (partitionId, transactionId) of a message route
+// and checks the caller's scope over its partition; ok=false: the answer
+// is written.
+func (a *API) messageInScope(w http.ResponseWriter, r *http.Request) (pid []byte, txn string, ok bool) {
+	txn = r.PathValue("transactionId")
 	pid, err := request.MessageRef(r.PathValue("partitionId"), txn)
 	if err != nil {
 		writeError(w, err)
-		return
+		return nil, "", false
 	}
-	if !a.partitionInScope(w, r, pid) {
+	return pid, txn, a.partitionInScope(w, r, pid)
+}
+
+// GET /api/v1/messages/:partitionId/:transactionId
+func (a *API) getMessage(w http.ResponseWriter, r *http.Request) {
+	pid, txn, ok := a.messageInScope(w, r)
+	if !ok {
 		return
 	}
 	var d *fsm.MessageDetail
-	err = a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) (err error) {
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) (err error) {
 		d, err = rd.MessageDetail(pid, txn, a.b.Now())
 		return err
 	})
@@ -144,7 +140,7 @@ func (a *API) getMessage(w http.ResponseWriter, r *http.Request) {
 	out["queueConfig"] = map[string]any{"leaseTime": o.GetLeaseTime(), "retryLimit": o.GetRetryLimit(),
 		"retryDelay": o.GetRetryDelay(), "ttl": o.GetTtl(), "priority": o.GetPriority()}
 	out["mode"] = map[string]any{"hasQueueMode": d.Mode.HasQueueMode, "busGroupsCount": d.Mode.BusGroups,
-		"consumedByGroups": d.ConsumedBy, "type": modeType(d.Mode)}
+		"consumedByGroups": d.ConsumedBy, "type": d.Mode.Type()}
 	groups := make([]map[string]any, len(d.Groups))
 	for i, g := range d.Groups {
 		groups[i] = map[string]any{"name": g.Name, "consumed": g.Consumed, "leaseExpiresAt": isoOrNil(g.LeaseExpiresUs)}
@@ -170,13 +166,8 @@ func (a *API) findMessage(r *http.Request, pid []byte, txn string) (uint64, stri
 
 // DELETE /api/v1/messages/:partitionId/:transactionId
 func (a *API) deleteMessage(w http.ResponseWriter, r *http.Request) {
-	txn := r.PathValue("transactionId")
-	pid, err := request.MessageRef(r.PathValue("partitionId"), txn)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if !a.partitionInScope(w, r, pid) {
+	pid, txn, ok := a.messageInScope(w, r)
+	if !ok {
 		return
 	}
 	seq, _, err := a.findMessage(r, pid, txn)

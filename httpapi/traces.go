@@ -112,17 +112,12 @@ func traceOut(t *command.TraceRecord) map[string]any {
 // GET /api/v1/traces/:partitionId/:transactionId: the traces of the
 // message the pair names (none when it names none).
 func (a *API) messageTraces(w http.ResponseWriter, r *http.Request) {
-	txn := r.PathValue("transactionId")
-	pid, err := request.MessageRef(r.PathValue("partitionId"), txn)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if !a.partitionInScope(w, r, pid) {
+	pid, txn, ok := a.messageInScope(w, r)
+	if !ok {
 		return
 	}
 	out := []map[string]any{}
-	err = a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
+	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
 		if p, seq := rd.FindMessage(pid, txn); seq != 0 {
 			for _, t := range rd.Traces(p.Id, seq) {
 				out = append(out, traceOut(t))

@@ -405,6 +405,20 @@ type MessagesMode struct {
 	BusGroups    int
 }
 
+// Type is the mode's name in the API (spec §4.9): queue, bus, hybrid or
+// none.
+func (m MessagesMode) Type() string {
+	switch {
+	case m.HasQueueMode && m.BusGroups > 0:
+		return "hybrid"
+	case m.HasQueueMode:
+		return "queue"
+	case m.BusGroups > 0:
+		return "bus"
+	}
+	return "none"
+}
+
 // maxListScan bounds the index entries one list reads per partition.
 const maxListScan = 100_000
 
