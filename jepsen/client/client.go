@@ -46,7 +46,7 @@ type Result struct {
 
 // Do sends one request to the current node. It classifies the answer:
 // 2xx and 4xx are definite (the caller reads them); a 503 with code
-// no_leader/timeout before proposing is a definite failure; anything else
+// no_leader/retry/timeout before proposing is a definite failure; anything else
 // (5xx outcome_unknown, a timeout, a broken connection) is unknown. On
 // anything but a definite answer the client moves to the next node.
 func (c *Client) Do(ctx context.Context, method, path string, body any, hdr map[string]string) (*Result, history.Status, error) {
@@ -95,7 +95,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, hdr map[
 		}
 		json.Unmarshal(b, &e)
 		switch e.Code {
-		case "no_leader", "not_leader", "shutting_down", "timeout", "kv_disabled", "timers_disabled":
+		case "no_leader", "retry", "not_leader", "shutting_down", "timeout", "kv_disabled", "timers_disabled":
 			return r, history.Fail, fmt.Errorf("503 %s", e.Code)
 		}
 		return r, history.Unknown, fmt.Errorf("503 %s", e.Code)
