@@ -14,13 +14,16 @@
 // (httpapi.New(...).Routes()), has a request of the spec's shape
 // (http-api.md, the 2.x addendum): path parameters, query and JSON body,
 // filled from what the node answered before, so that they reach real state
-// (partition ids from pushes, leases and transaction ids from pops, KV
-// versions, timer keys, a backup the node served). About one request in
-// four is such a valid request with a token whose role reaches the route
-// (pushes, pops, acks and transactions under real leases, KV writes, timers,
-// configure, seeks, queue and group deletions, the operator's switches,
-// which are put back a few requests later), so that there is state to
-// damage. The others start from a route's shape and are mutated, one to
+// (partition ids from pushes, leases and transaction ids from pops, the
+// messages pushes, pops and the message views named, dead letters by the
+// dlqId of GET /api/v1/dlq rows, trace names recorded or listed, lock
+// permits with their tokens, KV versions, timer keys, a backup the node
+// served). About one request in four is such a valid request with a token
+// whose role reaches the route (pushes, pops, acks and transactions under
+// real leases, KV writes, timers, locks, configure, seeks, queue and group
+// deletions, traces, message reads, dead-letter replays and purges of one
+// queue, the operator's switches, which are put back a few requests later),
+// so that there is state to damage. The others start from a route's shape and are mutated, one to
 // three times:
 //
 //   - the JSON tree: a member dropped, repeated (a duplicate name) or added
@@ -68,7 +71,8 @@
 //   - 5xx: none, except the documented 503s: a JSON body with "error" and a
 //     "code" among no_leader, retry, outcome_unknown, timeout, shutting_down
 //     (request/errors.go: the engine's Unavailable errors; spec §1.2,
-//     addendum §4.9), kv_disabled on the KV routes and timers_disabled on
+//     addendum §4.9), kv_disabled on the KV routes and POST /api/v1/locks
+//     (permits are KV rows; the KV switch stops locks), timers_disabled on
 //     POST /api/v1/timers (the operator's switches, request/verdicts.go;
 //     spec §4.7, addendum §2 and §4.4), each with a Retry-After; and 503
 //     from /health (unhealthy or settling, spec §4.13, addendum §4.13),
@@ -89,7 +93,7 @@
 //     one in -read-sample (8) of the rest (reads, unknown routes), up to
 //     -max-checks (0 = no bound). Not compared: a refusal of a request
 //     with a valid Idempotency-Key on a route that takes one (push, kv,
-//     timers, transaction), which the node stores under the key by design,
+//     timers, transaction, locks), which the node stores under the key by design,
 //     so that a retry gets the same answer (package idempotency).
 //   - error bodies: every 4xx and 5xx answer (but to HEAD) is a JSON
 //     object with an "error" string (spec §1.1); a 2xx answer of the API

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,18 +31,37 @@ type lease struct {
 	txns                                     []string
 }
 
+// msgRef names a stored message: (partitionId, transactionId), as the
+// message and trace routes take it (spec §4.9, §4.15).
+type msgRef struct{ partitionID, txn, queue string }
+
+// deadLetter is a row of GET /api/v1/dlq (or of a message's deadLetters).
+type deadLetter struct{ id, partitionID, txn, queue, group string }
+
 // world is what the fuzzer knows of the node's state.
 type world struct {
-	partitionIDs []string         // recent partition ids
-	txns         []string         // recent transaction ids
-	leases       []lease          // recent leases (newest last)
-	kvVersions   map[string]int64 // "ns/key" → the version a write answered
-	backup       []byte           // a backup the node served
-	keys         []string         // recent Idempotency-Keys
-	nodeID       string           // never the id of a voter removal
+	partitionIDs []string          // recent partition ids
+	txns         []string          // recent transaction ids
+	msgs         []msgRef          // recent messages (pushes, pops, the message, DLQ and trace views)
+	deadLetters  []deadLetter      // dead letters the node listed (a replay or purge drops them)
+	traceNames   []string          // trace names recorded or listed
+	permits      map[string]permit // lock name → the permit an acquire or renew answered
+	leases       []lease           // recent leases (newest last)
+	kvVersions   map[string]int64  // "ns/key" → the version a write answered
+	backup       []byte            // a backup the node served
+	keys         []string          // recent Idempotency-Keys
+	nodeID       string            // never the id of a voter removal
 }
 
-func newWorld(nodeID string) *world { return &world{kvVersions: map[string]int64{}, nodeID: nodeID} }
+// permit is a lock's permit as an acquire or a renew answered it.
+type permit struct {
+	slot, token int64
+	owner       string
+}
+
+func newWorld(nodeID string) *world {
+	return &world{kvVersions: map[string]int64{}, permits: map[string]permit{}, nodeID: nodeID}
+}
 
 func keepLast[T any](xs []T, n int) []T {
 	if len(xs) > n {
@@ -102,6 +123,158 @@ func (g *gen) lease() lease {
 		return g.w.leases[max(n-1-g.r.IntN(3), 0)]
 	}
 	return lease{id: g.uuid(), partitionID: g.partitionID(), queue: g.queue(), partition: "Default", txns: []string{g.txn()}}
+}
+
+// addMsg keeps a message reference (the newest 64, no repeats).
+func (w *world) addMsg(m msgRef) {
+	if m.partitionID == "" || m.txn == "" {
+		return
+	}
+	for i, x := range w.msgs {
+		if x.partitionID == m.partitionID && x.txn == m.txn {
+			w.msgs = append(w.msgs[:i:i], w.msgs[i+1:]...)
+			break
+		}
+	}
+	w.msgs = keepLast(append(w.msgs, m), 64)
+}
+
+// addDeadLetter keeps a dead letter the node named (the newest 32).
+func (w *world) addDeadLetter(d deadLetter) {
+	if d.id == "" || slices.ContainsFunc(w.deadLetters, func(x deadLetter) bool { return x.id == d.id }) {
+		return
+	}
+	w.deadLetters = keepLast(append(w.deadLetters, d), 32)
+	w.addMsg(msgRef{partitionID: d.partitionID, txn: d.txn, queue: d.queue})
+}
+
+// dropDeadLetters forgets the dead letters gone (replayed or purged).
+func (w *world) dropDeadLetters(gone func(deadLetter) bool) {
+	w.deadLetters = slices.DeleteFunc(w.deadLetters, gone)
+}
+
+func (w *world) addTraceName(n string) {
+	if n != "" && !slices.Contains(w.traceNames, n) {
+		w.traceNames = keepLast(append(w.traceNames, n), 32)
+	}
+}
+
+// Lock names and owners: few, so that acquires meet each other's permits.
+var (
+	lockNames  = []string{"fz-lock", "daily-report", "sem", "ü/lock"}
+	lockOwners = []string{"w1", "w2", "cron-7"}
+)
+
+// lockOp is one operation of POST /api/v1/locks on the lock name: mostly
+// on a permit the node answered (renew and release with its token and slot).
+func (g *gen) lockOp(name string) *obj {
+	p, held := g.w.permits[name]
+	ops := []string{"acquire", "acquire", "get", "renew", "release"}
+	if held {
+		ops = append(ops, "renew", "release")
+	}
+	ttl := func() int { return pick(g.r, []int{1, 2, 5, 30, 300}) }
+	switch op := pick(g.r, ops); op {
+	case "get":
+		return o("op", op, "name", name)
+	case "acquire":
+		x := o("op", op, "name", name, "ttlSeconds", ttl())
+		if g.r.IntN(3) != 0 {
+			x.set("owner", pick(g.r, lockOwners))
+		}
+		if name == "sem" || g.r.IntN(5) == 0 {
+			x.set("limit", 1+g.r.IntN(4))
+		}
+		return x
+	default: // renew, release
+		if !held || g.r.IntN(6) == 0 {
+			p = permit{slot: int64(g.r.IntN(3)), token: int64(1 + g.r.IntN(500)), owner: pick(g.r, lockOwners)}
+		}
+		x := o("op", op, "name", name, "token", p.token)
+		if p.slot != 0 || g.r.IntN(2) == 0 {
+			x.set("slot", p.slot)
+		}
+		if op == "renew" {
+			x.set("ttlSeconds", ttl())
+			if p.owner != "" && g.r.IntN(2) == 0 {
+				x.set("owner", p.owner)
+			}
+		}
+		return x
+	}
+}
+
+// Trace names the requests use when the node named none yet.
+var traceNameList = []string{"checkout", "fz.flow", "order-1", "ü-trace"}
+
+// msg is a message the node stored (a push, a pop, a view named it), a dead
+// letter's message, or now and then one that does not exist.
+func (g *gen) msg() msgRef {
+	if len(g.w.deadLetters) > 0 && g.r.IntN(4) == 0 {
+		d := pick(g.r, g.w.deadLetters)
+		return msgRef{partitionID: d.partitionID, txn: d.txn, queue: d.queue}
+	}
+	if len(g.w.msgs) > 0 && g.r.IntN(5) != 0 {
+		// Mostly a recent one: older ones are acked, retained away, deleted.
+		n := len(g.w.msgs)
+		return g.w.msgs[max(n-1-g.r.IntN(16), 0)]
+	}
+	return msgRef{partitionID: g.partitionID(), txn: g.txn(), queue: g.queue()}
+}
+
+// deadLetter is a dead letter the node listed, or now and then an id of
+// none (well formed: 40 hex digits).
+func (g *gen) deadLetter() deadLetter {
+	if len(g.w.deadLetters) > 0 && g.r.IntN(5) != 0 {
+		return pick(g.r, g.w.deadLetters)
+	}
+	var b [20]byte
+	for i := range b {
+		b[i] = byte(g.r.IntN(256))
+	}
+	m := g.msg()
+	return deadLetter{id: hex.EncodeToString(b[:]), partitionID: m.partitionID, txn: m.txn, queue: g.queue()}
+}
+
+func (g *gen) traceName() string {
+	if len(g.w.traceNames) > 0 && g.r.IntN(3) != 0 {
+		return pick(g.r, g.w.traceNames)
+	}
+	return pick(g.r, traceNameList)
+}
+
+// page is an optional limit and offset.
+func (g *gen) page(q [][2]string, maxLimit int) [][2]string {
+	if g.r.IntN(2) == 0 {
+		q = append(q, [2]string{"limit", strconv.Itoa(1 + g.r.IntN(maxLimit))})
+	}
+	if g.r.IntN(4) == 0 {
+		q = append(q, [2]string{"offset", strconv.Itoa(g.r.IntN(5))})
+	}
+	return q
+}
+
+// destination is a replay's optional body: none, {}, or another queue and
+// partition (or, on the retry route, the group).
+func (g *gen) destination(b *base, retry bool, group string) {
+	switch g.r.IntN(5) {
+	case 0, 1:
+		b.noBody = true
+	case 2:
+		b.body = &obj{}
+	case 3:
+		x := o("queue", pick(g.r, []string{"fz.ret", "fz.b", "orders"}))
+		if g.r.IntN(2) == 0 {
+			x.set("partition", g.part())
+		}
+		b.body = x
+	default:
+		if retry && group != "" {
+			b.body = o("consumerGroup", group)
+		} else {
+			b.noBody = true
+		}
+	}
 }
 
 func (g *gen) iso() string {
@@ -406,6 +579,113 @@ var shapes = map[string]func(g *gen) base{
 		}
 		return base{query: append(q, [2]string{"limit", strconv.Itoa(g.r.IntN(200))}, [2]string{"offset", strconv.Itoa(g.r.IntN(5))})}
 	},
+	"GET /api/v1/messages": func(g *gen) base {
+		var q [][2]string
+		if g.r.IntN(3) != 0 {
+			q = append(q, [2]string{"queue", g.queue()})
+			if g.r.IntN(3) == 0 {
+				q = append(q, [2]string{"partition", g.part()})
+			}
+		}
+		if g.r.IntN(5) == 0 {
+			q = append(q, [2]string{pick(g.r, []string{"ns", "namespace"}), pick(g.r, []string{"fz", "billing"})})
+			if g.r.IntN(2) == 0 {
+				q = append(q, [2]string{"task", "invoice"})
+			}
+		}
+		if g.r.IntN(2) == 0 {
+			q = append(q, [2]string{"status", pick(g.r, []string{"pending", "processing", "completed", "dead_letter"})})
+		}
+		switch g.r.IntN(4) {
+		case 0:
+			q = append(q, [2]string{"from", g.start.Add(-2 * time.Hour).UTC().Format(time.RFC3339)})
+		case 1:
+			q = append(q, [2]string{"from", g.start.Add(-time.Hour).UTC().Format(time.RFC3339)},
+				[2]string{"to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)})
+		}
+		return base{query: g.page(q, 1000)}
+	},
+	"GET /api/v1/messages/{partitionId}/{transactionId}": func(g *gen) base {
+		m := g.msg()
+		return base{params: [][2]string{{"partitionId", m.partitionID}, {"transactionId", m.txn}}}
+	},
+	"DELETE /api/v1/messages/{partitionId}/{transactionId}": func(g *gen) base {
+		m := g.msg()
+		return base{params: [][2]string{{"partitionId", m.partitionID}, {"transactionId", m.txn}}, noBody: true}
+	},
+	"POST /api/v1/messages/{partitionId}/{transactionId}/retry": func(g *gen) base {
+		d := g.deadLetter()
+		if g.r.IntN(4) == 0 {
+			m := g.msg()
+			d.partitionID, d.txn = m.partitionID, m.txn
+		}
+		b := base{params: [][2]string{{"partitionId", d.partitionID}, {"transactionId", d.txn}}}
+		if d.group != "" && g.r.IntN(2) == 0 {
+			b.query = [][2]string{{"consumerGroup", d.group}}
+		}
+		g.destination(&b, true, d.group)
+		return b
+	},
+	"POST /api/v1/dlq/{id}/replay": func(g *gen) base {
+		b := base{params: [][2]string{{"id", g.deadLetter().id}}}
+		g.destination(&b, false, "")
+		return b
+	},
+	"DELETE /api/v1/dlq": func(g *gen) base {
+		d := g.deadLetter()
+		if g.r.IntN(3) == 0 {
+			d.queue = g.queue()
+		}
+		q := [][2]string{{"queue", d.queue}}
+		if d.group != "" && g.r.IntN(2) == 0 {
+			q = append(q, [2]string{"consumerGroup", d.group})
+		}
+		return base{query: q, noBody: true}
+	},
+	"POST /api/v1/locks": func(g *gen) base {
+		// One operation per lock in a call (addendum §4.3).
+		names := slices.Clone(lockNames)
+		g.r.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		var ops []any
+		for _, n := range names[:1+g.r.IntN(3)] {
+			ops = append(ops, g.lockOp(n))
+		}
+		if g.r.IntN(6) == 0 {
+			return base{body: ops} // a bare array is accepted too
+		}
+		return base{body: o("operations", ops)}
+	},
+	"POST /api/v1/traces": func(g *gen) base {
+		m := g.msg()
+		x := o("transactionId", m.txn, "partitionId", m.partitionID)
+		switch g.r.IntN(4) {
+		case 0:
+			x.set("traceNames", g.traceName())
+		case 1, 2:
+			names := []any{g.traceName()}
+			if g.r.IntN(2) == 0 {
+				names = append(names, g.traceName())
+			}
+			x.set("traceNames", names)
+		}
+		x.set("eventType", pick(g.r, []string{"info", "error", "step", "processing"}))
+		x.set("data", pick(g.r, []any{o("text", "charged", "amount", g.r.IntN(100)), o("step", g.r.IntN(5)), "plain", nil, []any{1, "two"}}))
+		if g.r.IntN(3) == 0 {
+			x.set("consumerGroup", pick(g.r, []string{"g1", "g2", "__QUEUE_MODE__"}))
+		}
+		if g.r.IntN(3) == 0 {
+			x.set("workerId", pick(g.r, []string{"w1", "worker-ü"}))
+		}
+		return base{body: x}
+	},
+	"GET /api/v1/traces/names": func(g *gen) base { return base{query: g.page(nil, 100)} },
+	"GET /api/v1/traces/by-name/{name}": func(g *gen) base {
+		return base{params: [][2]string{{"name", g.traceName()}}, query: g.page(nil, 200)}
+	},
+	"GET /api/v1/traces/{partitionId}/{transactionId}": func(g *gen) base {
+		m := g.msg()
+		return base{params: [][2]string{{"partitionId", m.partitionID}, {"transactionId", m.txn}}}
+	},
 	"POST /api/v1/kv": func(g *gen) base {
 		var ops []any
 		seen := map[string]bool{}
@@ -560,7 +840,7 @@ var shapes = map[string]func(g *gen) base{
 
 // keyedRoutes take an Idempotency-Key.
 var keyedRoutes = map[string]bool{"POST /api/v1/push": true, "POST /api/v1/kv": true, "POST /api/v1/timers": true,
-	"POST /api/v1/transaction": true}
+	"POST /api/v1/transaction": true, "POST /api/v1/locks": true}
 
 // togglePatterns are the operator's switches: a change is undone a few
 // requests later, so that the run does not spend itself in maintenance.
@@ -649,8 +929,8 @@ func encodeQuery(q [][2]string, raw bool) string {
 
 var (
 	methods     = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE", "get", "FOO", "M-SEARCH"}
-	queryNames  = []string{"batch", "wait", "timeout", "consumerGroup", "partitions", "autoAck", "leaseSeconds", "subscriptionMode", "subscriptionFrom", "conflation", "limit", "offset", "after", "mode", "prefix", "minLagSeconds", "deleteMetadata", "consistency", "txn", "queue", "namespace", "task", "from", "to", "before", "partition"}
-	queryValues = []string{"-1", "0", "1", "true", "false", "TRUE", "yes", "", "1e99", "99999999999999999999", "9223372036854775807", "-9223372036854775808", "0x10", " 1", "1.5", "now", "stale", "linearizable", "count", "list", "__QUEUE_MODE__", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "2026-13-45T99:99:99Z", "garbage", "ü", "%00", "\u0000"}
+	queryNames  = []string{"batch", "wait", "timeout", "consumerGroup", "partitions", "autoAck", "leaseSeconds", "subscriptionMode", "subscriptionFrom", "conflation", "limit", "offset", "after", "mode", "prefix", "minLagSeconds", "deleteMetadata", "consistency", "txn", "queue", "namespace", "task", "from", "to", "before", "partition", "status", "ns", "group"}
+	queryValues = []string{"-1", "0", "1", "true", "false", "TRUE", "yes", "", "1e99", "99999999999999999999", "9223372036854775807", "-9223372036854775808", "0x10", " 1", "1.5", "now", "stale", "linearizable", "count", "list", "__QUEUE_MODE__", "pending", "dead_letter", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "2026-13-45T99:99:99Z", "garbage", "ü", "%00", "\u0000"}
 	rawQueries  = []string{"?", "?&&==&", "?a=%zz", "?%", "?batch=%ff%fe", "?wait=true&timeout=", "?=1", "?a;b=c", "?timeout=100&timeout=-5&wait=true&wait=false"}
 )
 

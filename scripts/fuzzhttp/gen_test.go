@@ -57,6 +57,11 @@ func TestShapesReachTheirRoute(t *testing.T) {
 	f := testFuzzer(t, 1, testTokens(t))
 	f.g.w.leases = []lease{{id: "l", partitionID: "p", queue: "fz.a", partition: "Default", txns: []string{"t1", "t2"}}}
 	f.g.w.backup = bytes.Repeat([]byte("b"), 200)
+	pid := "0b6f7a52-4c1e-4a7e-9d55-0c1b2a3d4e5f"
+	f.g.w.msgs = []msgRef{{partitionID: pid, txn: "fz-1-1", queue: "fz.a"}, {partitionID: pid, txn: "dlq:ab/c ü", queue: "fz.a"}}
+	f.g.w.deadLetters = []deadLetter{{id: strings.Repeat("ab", 20), partitionID: pid, txn: "fz-1-1", queue: "fz.a", group: "__QUEUE_MODE__"}}
+	f.g.w.traceNames = []string{"checkout", "a b"}
+	f.g.w.permits = map[string]permit{"fz-lock": {slot: 0, token: 7, owner: "w1"}}
 	for range 20 {
 		for _, p := range f.routes {
 			r := build(p, shapes[p](f.g))
@@ -221,6 +226,8 @@ func TestFiveHundreds(t *testing.T) {
 		{"POST /api/v1/kv", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", true},
 		{"PUT /api/v1/kv/{ns}/{key...}", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", true},
 		{"POST /api/v1/timers", 503, `{"error":"off","code":"timers_disabled"}`, "5", true},
+		{"POST /api/v1/locks", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", true},
+		{"POST /api/v1/traces", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", false},
 		{"GET /health", 503, `{"status":"unhealthy"}`, "", true},
 		{"POST /api/v1/push", 503, `{"error":"kv off","code":"kv_disabled"}`, "5", false},
 		{"POST /api/v1/transaction", 503, `{"error":"off","code":"timers_disabled"}`, "5", false},
@@ -360,5 +367,51 @@ func TestKnownFindings(t *testing.T) {
 		if got := f.known(c.at, &resp{Status: c.status, Body: []byte(c.body)}); got != c.want {
 			t.Errorf("%s %d %s: known as %q, want %q", c.at, c.status, c.body, got, c.want)
 		}
+	}
+}
+
+// The message, dead-letter, trace and lock routes teach the world what
+// they answer: messages, dead letters (gone once replayed or purged), trace
+// names, permits (gone once released).
+func TestLearnMessagesAndLocks(t *testing.T) {
+	f := testFuzzer(t, 1, testTokens(t))
+	w := f.g.w
+	id1, id2 := strings.Repeat("a1", 20), strings.Repeat("b2", 20)
+	pid := "0b6f7a52-4c1e-4a7e-9d55-0c1b2a3d4e5f"
+	ok := func(pattern, body string) {
+		t.Helper()
+		f.learn(&req{Method: "GET", Valid: true}, base{}, pattern, &resp{Status: 200, Body: []byte(body)})
+	}
+	ok("GET /api/v1/dlq", `{"messages":[{"dlqId":"`+id1+`","partitionId":"`+pid+`","transactionId":"t1","queue":"fz.a","consumerGroup":"g1"},`+
+		`{"dlqId":"`+id2+`","partitionId":"`+pid+`","transactionId":"t2","queue":"fz.b","consumerGroup":"__QUEUE_MODE__"}],"total":2}`)
+	if len(w.deadLetters) != 2 || w.deadLetters[0].id != id1 || w.deadLetters[0].group != "g1" || len(w.msgs) != 2 {
+		t.Fatalf("dead letters %+v, messages %+v", w.deadLetters, w.msgs)
+	}
+	ok("POST /api/v1/dlq/{id}/replay", `{"success":true,"verdict":"moved","dlqId":"`+id1+`","partitionId":"`+pid+`","transactionId":"dlq:`+id1+`","queue":"fz.a"}`)
+	if len(w.deadLetters) != 1 || w.deadLetters[0].id != id2 || w.msgs[len(w.msgs)-1].txn != "dlq:"+id1 {
+		t.Fatalf("after a replay: dead letters %+v, messages %+v", w.deadLetters, w.msgs)
+	}
+	ok("DELETE /api/v1/dlq", `{"success":true,"queue":"fz.b","consumerGroup":null,"purged":1}`)
+	if len(w.deadLetters) != 0 {
+		t.Fatalf("after a purge: %+v", w.deadLetters)
+	}
+	ok("GET /api/v1/messages/{partitionId}/{transactionId}", `{"partitionId":"`+pid+`","transactionId":"t3","queue":"fz.c","deadLetters":[{"dlqId":"`+id1+`","consumerGroup":"g2"}]}`)
+	if len(w.deadLetters) != 1 || w.deadLetters[0].txn != "t3" || w.deadLetters[0].group != "g2" {
+		t.Fatalf("from a message: %+v", w.deadLetters)
+	}
+	ok("GET /api/v1/traces/names", `{"names":[{"trace_name":"checkout","trace_count":2}],"total":1}`)
+	f.learn(&req{Method: "POST", Valid: true}, base{body: o("transactionId", "t1", "traceNames", []any{"flow", "checkout"})},
+		"POST /api/v1/traces", &resp{Status: 201, Body: []byte(`{"success":true}`)})
+	if !slices.Equal(w.traceNames, []string{"checkout", "flow"}) {
+		t.Fatalf("trace names %v", w.traceNames)
+	}
+	ok("POST /api/v1/locks", `{"results":[{"index":0,"op":"acquire","name":"sem","acquired":true,"slot":2,"token":90,"owner":"w1"},`+
+		`{"index":1,"op":"acquire","name":"fz-lock","acquired":false,"reason":"held","holders":[]}]}`)
+	if p, held := w.permits["sem"]; !held || p.slot != 2 || p.token != 90 || p.owner != "w1" || len(w.permits) != 1 {
+		t.Fatalf("permits %+v", w.permits)
+	}
+	ok("POST /api/v1/locks", `{"results":[{"index":0,"op":"release","name":"sem","released":true,"slot":2}]}`)
+	if len(w.permits) != 0 {
+		t.Fatalf("after a release: %+v", w.permits)
 	}
 }

@@ -323,9 +323,12 @@ var validWeights = []struct {
 	{"DELETE /api/v1/timers/{queue}/{timerKey...}", 2}, {"POST /api/v1/configure", 4},
 	{"POST /api/v1/consumer-groups/{group}/queues/{queue}/seek", 2}, {"POST /api/v1/consumer-groups/{group}/subscription", 1},
 	{"DELETE /api/v1/consumer-groups/{group}", 1}, {"DELETE /api/v1/resources/queues/{queue}", 2},
-	{"GET /api/v1/resources/queues", 1}, {"GET /api/v1/resources/queues/{queue}", 1}, {"GET /api/v1/dlq", 1},
+	{"GET /api/v1/resources/queues", 1}, {"GET /api/v1/resources/queues/{queue}", 1}, {"GET /api/v1/dlq", 2},
 	{"GET /api/v1/consumer-groups", 1}, {"GET /api/v1/timers/{queue}", 1}, {"GET /api/v1/system/audit", 1},
 	{"POST /api/v1/system/maintenance", 1}, {"POST /api/v1/system/kv-timers", 1}, {"GET /api/v1/system/backup", 1},
+	{"POST /api/v1/traces", 3}, {"GET /api/v1/messages/{partitionId}/{transactionId}", 2}, {"GET /api/v1/messages", 1},
+	{"POST /api/v1/dlq/{id}/replay", 2}, {"POST /api/v1/messages/{partitionId}/{transactionId}/retry", 1},
+	{"GET /api/v1/traces/names", 1}, {"DELETE /api/v1/dlq", 1}, {"POST /api/v1/locks", 4},
 }
 
 func (f *fuzzer) valid() (*req, base) {
@@ -532,8 +535,8 @@ func (f *fuzzer) checkStatus(r *req, pattern string, resp *resp) {
 			f.fail(fail5xx, r, resp, "503 with code "+strconv.Quote(body.Code)+", not a documented one")
 		case ra <= 0:
 			f.fail(fail5xx, r, resp, "503 without a Retry-After")
-		case route == "kv" && !strings.Contains(pattern, " /api/v1/kv"):
-			f.fail(fail5xx, r, resp, "kv_disabled outside the KV routes")
+		case route == "kv" && !strings.Contains(pattern, " /api/v1/kv") && pattern != "POST /api/v1/locks":
+			f.fail(fail5xx, r, resp, "kv_disabled outside the KV and lock routes")
 		case route == "timers" && pattern != "POST /api/v1/timers":
 			f.fail(fail5xx, r, resp, "timers_disabled outside POST /api/v1/timers")
 		default:
@@ -707,11 +710,17 @@ func (f *fuzzer) learn(r *req, b base, pattern string, resp *resp) {
 			json.Unmarshal(resp.Body, &items)
 		}
 		for _, it := range items {
-			if p, ok := it["partitionId"].(string); ok && p != "" && !slices.Contains(w.partitionIDs, p) {
+			p, _ := it["partitionId"].(string)
+			t, _ := it["transactionId"].(string)
+			q, _ := it["queueName"].(string)
+			if p != "" && !slices.Contains(w.partitionIDs, p) {
 				w.partitionIDs = keepLast(append(w.partitionIDs, p), 64)
 			}
-			if t, ok := it["transactionId"].(string); ok && t != "" {
+			if t != "" {
 				w.txns = keepLast(append(w.txns, t), 64)
+			}
+			if st, _ := it["status"].(string); st != "failed" {
+				w.addMsg(msgRef{partitionID: p, txn: t, queue: q})
 			}
 		}
 	case strings.HasPrefix(pattern, "GET /api/v1/pop") && resp.Status == 200:
@@ -741,6 +750,7 @@ func (f *fuzzer) learn(r *req, b base, pattern string, resp *resp) {
 				order = append(order, k)
 			}
 			l.txns = append(l.txns, m.TransactionID)
+			w.addMsg(msgRef{partitionID: m.PartitionID, txn: m.TransactionID, queue: m.Queue})
 		}
 		for _, k := range order {
 			if l := byKey[k]; l.id != "" {
@@ -779,9 +789,134 @@ func (f *fuzzer) learn(r *req, b base, pattern string, resp *resp) {
 		}
 	case pattern == "GET /api/v1/system/backup" && len(resp.Body) < 8<<20:
 		w.backup = resp.Body
+	default:
+		f.learnMessages(r, b, pattern, resp)
 	}
 	if togglePatterns[pattern] && r.Method == "POST" && !r.undo && f.undoAt == 0 {
 		f.undoAt = r.Seq + 5 + f.g.r.IntN(40)
+	}
+}
+
+// learnMessages keeps what the message, dead-letter and trace routes
+// answer: messages (partition and transaction ids), dead letters (dlqId,
+// from GET /api/v1/dlq rows and a message's deadLetters; a replay or a
+// purge drops them) and trace names.
+func (f *fuzzer) learnMessages(r *req, b base, pattern string, resp *resp) {
+	w := f.g.w
+	// row is what the list and detail views say of a message or a dead
+	// letter.
+	type row struct {
+		DlqID         string `json:"dlqId"`
+		TransactionID string `json:"transactionId"`
+		PartitionID   string `json:"partitionId"`
+		Queue         string `json:"queue"`
+		Group         string `json:"consumerGroup"`
+	}
+	switch pattern {
+	case "GET /api/v1/dlq", "GET /api/v1/messages":
+		var l struct {
+			Messages []row `json:"messages"`
+		}
+		json.Unmarshal(resp.Body, &l)
+		for _, m := range l.Messages {
+			if pattern == "GET /api/v1/dlq" {
+				w.addDeadLetter(deadLetter{id: m.DlqID, partitionID: m.PartitionID, txn: m.TransactionID, queue: m.Queue, group: m.Group})
+			} else {
+				w.addMsg(msgRef{partitionID: m.PartitionID, txn: m.TransactionID, queue: m.Queue})
+			}
+		}
+	case "GET /api/v1/messages/{partitionId}/{transactionId}":
+		var d struct {
+			row
+			DeadLetters []row `json:"deadLetters"`
+		}
+		json.Unmarshal(resp.Body, &d)
+		w.addMsg(msgRef{partitionID: d.PartitionID, txn: d.TransactionID, queue: d.Queue})
+		for _, dl := range d.DeadLetters {
+			w.addDeadLetter(deadLetter{id: dl.DlqID, partitionID: d.PartitionID, txn: d.TransactionID, queue: d.Queue, group: dl.Group})
+		}
+	case "POST /api/v1/dlq/{id}/replay", "POST /api/v1/messages/{partitionId}/{transactionId}/retry":
+		// The record is gone; the replayed message is a new one.
+		var rp struct {
+			row
+			Verdict string `json:"verdict"`
+		}
+		if json.Unmarshal(resp.Body, &rp) == nil && rp.DlqID != "" {
+			if rp.Verdict == "moved" {
+				w.dropDeadLetters(func(d deadLetter) bool { return d.id == rp.DlqID })
+			}
+			w.addMsg(msgRef{partitionID: rp.PartitionID, txn: rp.TransactionID, queue: rp.Queue})
+		}
+	case "DELETE /api/v1/dlq":
+		var p struct {
+			Queue string  `json:"queue"`
+			Group *string `json:"consumerGroup"`
+		}
+		if json.Unmarshal(resp.Body, &p) == nil && p.Queue != "" {
+			w.dropDeadLetters(func(d deadLetter) bool { return d.queue == p.Queue && (p.Group == nil || d.group == *p.Group) })
+		}
+	case "POST /api/v1/traces":
+		// The names sent, when the body was sent as made.
+		if x, ok := b.body.(*obj); ok && r.Valid {
+			switch v := member(x, "traceNames").(type) {
+			case string:
+				w.addTraceName(v)
+			case []any:
+				for _, n := range v {
+					s, _ := n.(string)
+					w.addTraceName(s)
+				}
+			}
+		}
+	case "POST /api/v1/locks":
+		// The permits acquired or renewed (their token and slot), and
+		// those released.
+		var l struct {
+			Results []struct {
+				Name     string  `json:"name"`
+				Acquired *bool   `json:"acquired"`
+				Renewed  *bool   `json:"renewed"`
+				Released *bool   `json:"released"`
+				Slot     int64   `json:"slot"`
+				Token    int64   `json:"token"`
+				Owner    *string `json:"owner"`
+			} `json:"results"`
+		}
+		json.Unmarshal(resp.Body, &l)
+		for _, res := range l.Results {
+			switch {
+			case (res.Acquired != nil && *res.Acquired) || (res.Renewed != nil && *res.Renewed):
+				p := permit{slot: res.Slot, token: res.Token}
+				if res.Owner != nil {
+					p.owner = *res.Owner
+				}
+				w.permits[res.Name] = p
+			case res.Released != nil && *res.Released:
+				delete(w.permits, res.Name)
+			}
+		}
+	case "GET /api/v1/traces/names":
+		var l struct {
+			Names []struct {
+				Name string `json:"trace_name"`
+			} `json:"names"`
+		}
+		json.Unmarshal(resp.Body, &l)
+		for _, n := range l.Names {
+			w.addTraceName(n.Name)
+		}
+	case "GET /api/v1/traces/by-name/{name}":
+		var l struct {
+			Traces []struct {
+				TransactionID string `json:"transaction_id"`
+				PartitionID   string `json:"partition_id"`
+				Queue         string `json:"queue_name"`
+			} `json:"traces"`
+		}
+		json.Unmarshal(resp.Body, &l)
+		for _, t := range l.Traces {
+			w.addMsg(msgRef{partitionID: t.PartitionID, txn: t.TransactionID, queue: t.Queue})
+		}
 	}
 }
 
