@@ -29,7 +29,8 @@ func Handler() http.Handler {
 		if r.URL.Path == Prefix {
 			// Relative, so that it also works behind a proxy that mounts
 			// the node under a path of its own.
-			http.Redirect(w, r, "dashboard/", http.StatusFound)
+			w.Header().Set("Location", "dashboard/")
+			w.WriteHeader(http.StatusFound)
 			return
 		}
 		h := w.Header()

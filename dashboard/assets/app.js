@@ -79,8 +79,10 @@
     const what = err.method + ' ' + err.path.split('?')[0];
     if (err.status === 401) return '401 ' + err.message + ' — ' + what + '. Paste a token above.';
     if (err.status === 403) return '403 ' + err.message + ' — ' + what + ' needs a role your token (' + access().label + ') does not have.';
-    const code = err.body && err.body.code ? ' (' + err.body.code + ')' : '';
-    return err.status + ' ' + err.message + code + ' — ' + what;
+    const b = err.body || {};
+    const code = b.code ? ' (' + b.code + ')' : '';
+    const detail = b.detail || b.reason ? ': ' + (b.detail || b.reason) : '';
+    return err.status + ' ' + err.message + code + detail + ' — ' + what;
   }
   function banner(msg, info) {
     const b = $('#banner');
@@ -177,7 +179,7 @@
           card('Leader', esc(c.leader.id || 'none'), 'leader', c.leader.id ? '' : 'bad') +
           card('Term', n(c.term), 'term') +
           card('Queues', n(st.queues.length), 'queue-count') +
-          card('Pending', n(st.messages.pending), 'pending-total') +
+          card('Pending (queue mode)', n(st.messages.pending), 'pending-total') +
           card('Processing', n(st.messages.processing), 'processing-total') +
           card('Dead letters', n(dlq.totalMessages), 'dlq-total', dlq.totalMessages ? 'warn' : '') +
           card('Lagging groups', n(lagging.length), 'lagging-count', lagging.length ? 'warn' : '');
@@ -260,7 +262,7 @@
           get('/api/v1/consumer-groups')]);
         const t = q.totals.messages;
         $('#qd-cards', root).innerHTML = card('Partitions', n(q.totals.partitions), 'q-partitions') + card('Total', n(t.total), 'q-total') +
-          card('Pending', n(t.pending), 'q-pending') + card('Ready now', n(depth.ready), 'q-ready') + card('Processing', n(t.processing), 'q-processing') +
+          card('Pending (queue mode)', n(t.pending), 'q-pending') + card('Ready now', n(depth.ready), 'q-ready') + card('Processing', n(t.processing), 'q-processing') +
           card('Completed', n(t.completed), 'q-completed') + card('Dead letters', n(t.deadLetter), 'q-dlq', t.deadLetter ? 'warn' : '');
         const tp = an.throughput.timeSeries;
         $('#qd-chart', root).innerHTML = lineChart(tp.map((p) => p.timestamp), [
@@ -496,22 +498,30 @@
 
   pages.timers = (root) => {
     root.innerHTML = `<h1>Timers</h1>
-      <form class="bar" id="t-form"><label>queue<input id="t-queue" required list="t-queues"></label><datalist id="t-queues"></datalist><button type="submit">List</button>
+      <form class="bar" id="t-form"><label>queue<input id="t-queue" required list="t-queues"></label><datalist id="t-queues"></datalist>
+      <label>count keys starting with<input id="t-prefix" placeholder="optional"></label><button type="submit">List</button>
       <span class="small muted">Pending timers of a queue (addendum §2), by key.</span></form>
       <section class="panel" id="t-out"><p class="muted">Name a queue.</p></section>`;
-    let q = null, after = '';
+    let q = null, after = '', prefix = '';
     get('/api/v1/status/queues?limit=1000').then((r) => {
       $('#t-queues', root).innerHTML = r.queues.map((x) => `<option value="${esc(x.name)}">`).join('');
     }).catch(() => {});
-    $('#t-form', root).addEventListener('submit', (e) => { e.preventDefault(); q = $('#t-queue', root).value.trim(); after = ''; refreshNow(); });
+    $('#t-form', root).addEventListener('submit', (e) => {
+      e.preventDefault();
+      q = $('#t-queue', root).value.trim(); prefix = $('#t-prefix', root).value; after = '';
+      refreshNow();
+    });
     root.addEventListener('click', (e) => { const b = e.target.closest('[data-next]'); if (b) { after = b.dataset.next; refreshNow(); } });
     return {
       async refresh() {
         if (!q) return;
         const [res, count] = await Promise.all([
           get('/api/v1/timers/' + enc(q) + '?limit=100' + (after ? '&after=' + enc(after) : '')),
-          get('/api/v1/timers/' + enc(q) + '?mode=count')]);
-        $('#t-out', root).innerHTML = `<p><b data-testid="timer-count">${n(count.count)}</b> pending timers on ${esc(q)}</p>` +
+          prefix ? get('/api/v1/timers/' + enc(q) + '?mode=count&prefix=' + enc(prefix)) : null]);
+        const head = count
+          ? `<b data-testid="timer-count">${n(count.count)}</b> pending timers on ${esc(q)} whose key starts with ${esc(prefix)}`
+          : `<b data-testid="timer-count">${n(res.rows.length)}${res.truncated ? '+' : ''}</b> pending timers on ${esc(q)}${after ? ' after ' + esc(after) : ''}`;
+        $('#t-out', root).innerHTML = `<p>${head}</p>` +
           table('<th>timerKey</th><th>deliver at</th><th>partition</th><th>txn</th><th class="n">attempts</th><th>last error</th><th class="hide-s">created</th>',
             res.rows.map((t) => `<tr><td>${esc(t.timerKey)}</td><td class="small">${time(t.deliverAt)}</td><td>${esc(t.partition)}</td><td>${esc(t.txn)}</td><td class="n">${n(t.attempts)}</td><td class="err">${esc(t.lastError || '')}</td><td class="hide-s small">${time(t.createdAt)}</td></tr>`), 'no pending timers') +
           (res.nextAfter ? `<p><button type="button" data-next="${esc(res.nextAfter)}">Next page</button></p>` : '');
