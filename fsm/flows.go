@@ -16,12 +16,14 @@ import (
 // time every replica applies it with), so two replicas that applied the
 // same entries hold the same counts. They live in memory only: a node
 // counts the entries it applied since it started (or installed a
-// snapshot), which Since tells, and keeps FlowHorizonUs of them.
+// snapshot), which Since tells, and keeps FlowHorizonUs of them, or less
+// when more than MaxFlowMinutes queue-minutes would be kept.
 type Flows struct {
-	mu     sync.Mutex
-	by     map[string]map[int64]*FlowCounts // queue → minute (µs) → counts
-	newest int64                            // the newest minute counted
-	since  int64                            // counts cover entries after this time (µs); 0 = every entry
+	mu      sync.Mutex
+	by      map[string]map[int64]*FlowCounts // queue → minute (µs) → counts
+	entries int                              // queue-minutes held
+	newest  int64                            // the newest minute counted
+	since   int64                            // counts cover entries after this time (µs); 0 = every entry
 	// staged: the apply goroutine's counts of the batch under way,
 	// published once it is committed.
 	staged []stagedFlow
@@ -35,6 +37,10 @@ type stagedFlow struct {
 
 // FlowHorizonUs is how far back a node keeps its counts: one day.
 const FlowHorizonUs = 24 * 3600 * 1e6
+
+// MaxFlowMinutes bounds the queue-minutes a node keeps (some 30 MB): with
+// very many active queues the oldest minutes go before the day is over.
+const MaxFlowMinutes = 200_000
 
 const minuteUs = 60 * 1e6
 
@@ -124,23 +130,27 @@ func (fl *Flows) publish() {
 		if c == nil {
 			c = &FlowCounts{}
 			m[s.minute] = c
+			fl.entries++
 		}
 		c.Add(s.c)
 		if s.minute > fl.newest {
 			fl.newest = s.minute
-			fl.prune()
+			fl.prune(fl.newest - FlowHorizonUs)
 		}
+	}
+	for fl.entries > MaxFlowMinutes {
+		fl.prune(fl.oldest() + minuteUs)
 	}
 	fl.staged = fl.staged[:0]
 }
 
-// prune drops the minutes past the horizon (mu held).
-func (fl *Flows) prune() {
-	cut := fl.newest - FlowHorizonUs
+// prune drops the minutes before cut (mu held).
+func (fl *Flows) prune(cut int64) {
 	for q, m := range fl.by {
 		for minute := range m {
 			if minute < cut {
 				delete(m, minute)
+				fl.entries--
 			}
 		}
 		if len(m) == 0 {
@@ -149,12 +159,23 @@ func (fl *Flows) prune() {
 	}
 }
 
+// oldest is the oldest minute held (mu held).
+func (fl *Flows) oldest() int64 {
+	oldest := fl.newest
+	for _, m := range fl.by {
+		for minute := range m {
+			oldest = min(oldest, minute)
+		}
+	}
+	return oldest
+}
+
 // reset forgets every count: the state was replaced by a snapshot whose
 // last entry had time since.
 func (fl *Flows) reset(since int64) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	fl.by, fl.newest, fl.since, fl.staged = map[string]map[int64]*FlowCounts{}, 0, since, nil
+	fl.by, fl.entries, fl.newest, fl.since, fl.staged = map[string]map[int64]*FlowCounts{}, 0, 0, since, nil
 }
 
 // FlowQuery selects counts: entry times in [FromUs, ToUs), summed into

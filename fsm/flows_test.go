@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,24 @@ func TestFlowsCountByEntryTime(t *testing.T) {
 		if s.Buckets[i] != s2.Buckets[i] {
 			t.Errorf("replica bucket %d: %+v, want %+v", i, s2.Buckets[i], s.Buckets[i])
 		}
+	}
+}
+
+// The counts are bounded: past MaxFlowMinutes queue-minutes the oldest
+// minutes go.
+func TestFlowsAreBounded(t *testing.T) {
+	fl := newFlows(0)
+	for minute := range int64(3) {
+		for q := range MaxFlowMinutes / 2 {
+			fl.staged = append(fl.staged, stagedFlow{minute: minute * minuteUs, queue: fmt.Sprint("q", q), c: FlowCounts{Pushed: 1}})
+		}
+		fl.publish()
+	}
+	if fl.entries > MaxFlowMinutes {
+		t.Fatalf("%d queue-minutes kept", fl.entries)
+	}
+	s := fl.Series(FlowQuery{FromUs: 0, ToUs: 3 * minuteUs, BucketUs: minuteUs})
+	if len(s.Buckets) != fl.entries || s.Buckets[0].StartUs != minuteUs {
+		t.Fatalf("%d buckets from %d; %d entries", len(s.Buckets), s.Buckets[0].StartUs, fl.entries)
 	}
 }

@@ -357,26 +357,30 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// oldestPending is, by queue, the creation time of the oldest message some
+// group has not consumed.
+func oldestPending(rd *fsm.Reader, now int64) map[string]int64 {
+	out := map[string]int64{}
+	for _, gq := range rd.ConsumerGroups("", now) {
+		for _, p := range gq.Partitions {
+			if o := out[gq.Queue]; p.OldestPendingUs != 0 && (o == 0 || p.OldestPendingUs < o) {
+				out[gq.Queue] = p.OldestPendingUs
+			}
+		}
+	}
+	return out
+}
+
 // queueRow is a queue of the status list: resources' row plus what every
-// counter of the state says.
-func queueRow(rd *fsm.Reader, q *command.QueueRecord, now int64) map[string]any {
+// counter of the state says, and how long its oldest pending message
+// (for any group) has waited.
+func queueRow(rd *fsm.Reader, q *command.QueueRecord, oldest, now int64) map[string]any {
 	var st fsm.PartitionStats
 	ps := rd.Partitions(q.Name)
-	var oldest int64
 	for _, p := range ps {
 		st.Add(rd.Stats(p, now))
 	}
 	st.DeadLetter = q.DlqCount
-	for _, gq := range rd.ConsumerGroups("", now) {
-		if gq.Queue != q.Name {
-			continue
-		}
-		for _, p := range gq.Partitions {
-			if p.OldestPendingUs != 0 && (oldest == 0 || p.OldestPendingUs < oldest) {
-				oldest = p.OldestPendingUs
-			}
-		}
-	}
 	var lag int64
 	if oldest != 0 && now > oldest {
 		lag = (now - oldest) / 1e6
@@ -404,8 +408,9 @@ func (a *API) statusQueues(w http.ResponseWriter, r *http.Request) {
 			return qs[i].Name < qs[j].Name
 		})
 		total = len(qs)
+		oldest := oldestPending(rd, now)
 		for i := offset; i < len(qs) && i < offset+limit; i++ {
-			rows = append(rows, queueRow(rd, qs[i], now))
+			rows = append(rows, queueRow(rd, qs[i], oldest[qs[i].Name], now))
 		}
 		return nil
 	})
