@@ -87,6 +87,9 @@ type FSM struct {
 
 	skippedMu sync.Mutex
 	skipped   []uint64 // the last entries skipped as of a kind this node does not know
+
+	// flows are the per-minute counts of what entries did (flows.go)
+	flows *Flows
 }
 
 // maxSkipped bounds the skipped entries the FSM remembers for /health.
@@ -125,6 +128,7 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 	if err := f.loadMeta(); err != nil {
 		return nil, err
 	}
+	f.flows = newFlows(f.meta.LastNowUs)
 	err := db.View(func(r store.Reader) error {
 		qr := f.queue.Reader(r)
 		if opts.Keys == nil {
@@ -272,6 +276,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		panic(fmt.Sprintf("fsm: commit batch ending at %d: %v", logs[len(logs)-1].Index, err))
 	}
 	msgs.Done()
+	f.flows.publish()
 	f.meta = meta
 	f.applied.Store(meta.AppliedIndex)
 	f.lastNow.Store(meta.LastNowUs)
@@ -331,6 +336,7 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		for _, q := range c.q.Touched() {
 			changes.touch(q)
 		}
+		f.flows.stage(now, c.q.Flows(), res)
 		if m := f.opts.Metrics; m != nil {
 			for q, n := range c.q.Conflated() {
 				m.conflated.add(q, n, time.Now())
@@ -453,6 +459,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.loadMeta(); err != nil {
 		return err
 	}
+	f.flows.reset(f.meta.LastNowUs)
 	f.log.Info("restored state from snapshot", "applied", f.AppliedIndex(), "took", time.Since(start))
 	if f.opts.OnApplied != nil {
 		f.opts.OnApplied(f.AppliedIndex(), Changes{Queues: map[string]struct{}{"*": {}}})

@@ -24,6 +24,7 @@ type Reader struct {
 	timers *timers.Reader
 	r      store.Reader
 	keys   *atrest.Keyring
+	flows  *Flows
 }
 
 // The queue domain's read types, as the front ends name them.
@@ -39,7 +40,7 @@ type (
 )
 
 func (f *FSM) reader(r store.Reader) *Reader {
-	return &Reader{Reader: f.queue.Reader(r), timers: timers.NewReader(r), r: r, keys: f.opts.Keys}
+	return &Reader{Reader: f.queue.Reader(r), timers: timers.NewReader(r), r: r, keys: f.opts.Keys, flows: f.flows}
 }
 
 // Messages returns the stored messages from..to (inclusive) of a

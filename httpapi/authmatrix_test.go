@@ -90,7 +90,12 @@ func TestRouteLevelsAreTheSpecs(t *testing.T) {
 		"GET /api/v1/consumer-groups", "GET /api/v1/consumer-groups/lagging", "GET /api/v1/consumer-groups/{group}",
 		"GET /api/v1/kv/{ns}/{key...}", "GET /api/v1/timers/{queue}", "GET /api/v1/timers/{queue}/{timerKey...}",
 		"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}", "GET /api/v1/traces/names",
-		"GET /api/v1/traces/by-name/{name}", "GET /api/v1/traces/{partitionId}/{transactionId}"}
+		"GET /api/v1/traces/by-name/{name}", "GET /api/v1/traces/{partitionId}/{transactionId}",
+		"GET /api/v1/status", "GET /api/v1/status/queues", "GET /api/v1/status/queues/{queue}",
+		"GET /api/v1/status/queues/{queue}/messages", "GET /api/v1/status/analytics", "GET /api/v1/status/buffers",
+		"GET /api/v1/analytics/queue-lag", "GET /api/v1/analytics/queue-ops", "GET /api/v1/analytics/retention",
+		"GET /api/v1/analytics/system-metrics", "GET /api/v1/analytics/worker-metrics",
+		"GET /api/v1/analytics/queue-parked-replicas", "GET /api/v1/analytics/postgres-stats"}
 	readWrite := []string{"POST /api/v1/push", "GET /api/v1/pop/queue/{queue}", "POST /api/v1/ack", "POST /api/v1/ack/batch",
 		"POST /api/v1/transaction", "POST /api/v1/configure", "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
 		"POST /api/v1/kv", "PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/timers/{queue}/{timerKey...}",

@@ -61,6 +61,20 @@ var routeLevels = map[string]routeAccess{
 	"GET /api/v1/traces/names":                                  {level: auth.ReadOnly},
 	"GET /api/v1/traces/by-name/{name}":                         {level: auth.ReadOnly},
 	"GET /api/v1/traces/{partitionId}/{transactionId}":          {level: auth.ReadOnly},
+	// Status and analytics (spec §3, §4.12): read-only views.
+	"GET /api/v1/status":                          {level: auth.ReadOnly},
+	"GET /api/v1/status/queues":                   {level: auth.ReadOnly},
+	"GET /api/v1/status/queues/{queue}":           {level: auth.ReadOnly},
+	"GET /api/v1/status/queues/{queue}/messages":  {level: auth.ReadOnly},
+	"GET /api/v1/status/analytics":                {level: auth.ReadOnly},
+	"GET /api/v1/status/buffers":                  {level: auth.ReadOnly},
+	"GET /api/v1/analytics/queue-lag":             {level: auth.ReadOnly},
+	"GET /api/v1/analytics/queue-ops":             {level: auth.ReadOnly},
+	"GET /api/v1/analytics/retention":             {level: auth.ReadOnly},
+	"GET /api/v1/analytics/system-metrics":        {level: auth.ReadOnly},
+	"GET /api/v1/analytics/worker-metrics":        {level: auth.ReadOnly},
+	"GET /api/v1/analytics/queue-parked-replicas": {level: auth.ReadOnly},
+	"GET /api/v1/analytics/postgres-stats":        {level: auth.ReadOnly},
 }
 
 // accessOf is the access a route pattern needs.

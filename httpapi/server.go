@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +61,9 @@ type Config struct {
 	// SecurityWarnings say what leaves the node open beyond loopback;
 	// /health shows them.
 	SecurityWarnings []string
+	// PeerTLS, when set, says the nodes' HTTP APIs are HTTPS: the status
+	// views read the other nodes' /health with it (peers.go); nil = HTTP.
+	PeerTLS *tls.Config
 }
 
 // API is the HTTP handler.
@@ -71,6 +76,9 @@ type API struct {
 	patterns []string // every pattern registered, for Routes
 	m        *apiMetrics
 	started  time.Time
+
+	peerOnce sync.Once
+	peerHC   *http.Client // reads the other nodes' /health (peers.go)
 }
 
 // New builds the handler.
@@ -176,6 +184,20 @@ func (a *API) routes() {
 	h("GET /api/v1/traces/by-name/{name}", a.tracesByName) // wins over {partitionId}/{transactionId} (spec §4.15)
 	h("GET /api/v1/traces/{partitionId}/{transactionId}", a.messageTraces)
 	h("POST /api/v1/locks", a.locksPost)
+	// Status and analytics (spec §4.12): read-only views, status.go.
+	h("GET /api/v1/status", a.status)
+	h("GET /api/v1/status/queues", a.statusQueues)
+	h("GET /api/v1/status/queues/{queue}", a.statusQueue)
+	h("GET /api/v1/status/queues/{queue}/messages", a.statusQueueMessages)
+	h("GET /api/v1/status/analytics", a.statusAnalytics)
+	h("GET /api/v1/status/buffers", a.statusBuffers)
+	h("GET /api/v1/analytics/queue-lag", a.analyticsQueueLag)
+	h("GET /api/v1/analytics/queue-ops", a.analyticsQueueOps)
+	h("GET /api/v1/analytics/retention", a.analyticsRetention)
+	h("GET /api/v1/analytics/system-metrics", a.analyticsSystemMetrics)
+	h("GET /api/v1/analytics/worker-metrics", a.analyticsWorkerMetrics)
+	h("GET /api/v1/analytics/queue-parked-replicas", a.analyticsParkedReplicas)
+	h("GET /api/v1/analytics/postgres-stats", a.analyticsPostgresStats)
 	h("/api/", func(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "Not found: "+r.Method+" "+r.URL.Path)
 	})

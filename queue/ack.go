@@ -206,7 +206,9 @@ func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.Ac
 		if fenced && !leaseHeld {
 			return // the run was given back by an earlier failure; it comes again
 		}
+		before := cur.Consumed
 		t.consume(ag, seq, r)
+		t.flow(ag.ps.rec.Queue).Consumed += cur.Consumed - before
 	case command.AckStatus_RETRY:
 		if leaseHeld {
 			t.releaseLease(ag)
@@ -228,6 +230,7 @@ func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.Ac
 			if !it.HasError || text == "" {
 				text = defaultDLQError
 			}
+			t.flow(ag.ps.rec.Queue).Failed++
 			t.deadLetter(ag, seq, text)
 			r.Dlq = true
 			t.consume(ag, seq, r)
@@ -245,6 +248,7 @@ func (t *Tx) ackOne(ag *ackGroup, it *command.AckItem, seq uint64, r *command.Ac
 			r.LeaseReleased = true
 		}
 		ag.retrySpent = true
+		t.flow(ag.ps.rec.Queue).Failed++
 		cur.RetryCount++
 		cur.RetryVisibleUs = t.now + retryOf(ag.qs.rec.Options).DelayUs(cur.RetryCount, t.messageID(ag, seq))
 		ag.cs.dirty = true

@@ -97,6 +97,7 @@ func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
 	t.tx.Put(bDLQMsg, dlqMsgKey(rec.PartitionId, rec.TransactionId, tk), append([]byte(nil), qs.rec.Id...))
 	qs.rec.DlqCount++
 	qs.dirty = true
+	t.flow(qs.rec.Name).DeadLettered++
 }
 
 // dropDeadLetter removes a stored dead letter from the three places it is

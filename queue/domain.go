@@ -47,6 +47,8 @@ type Tx struct {
 	pruned  map[string]bool // partitions whose dedup index this command pruned
 	// conflated counts, by queue, the messages conflated deliveries retired
 	conflated map[string]uint64
+	// flows counts, by queue, what the command did to messages (flows.go)
+	flows map[string]*Flow
 
 	queues  map[string]*queueState
 	parts   map[string]*partState // key: queue 0 partition

@@ -174,7 +174,13 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 			}
 			cs.rec.Consumed = max(cs.rec.Consumed, ps.rec.FirstSeq-1)
 			cs.rec.RetryVisibleUs = 0
+			var oldestUs int64
+			if e, err := t.batch.Entry(ps.rec.Id, seqs[0]); err == nil {
+				oldestUs = e.CreatedUs
+			}
+			t.countPop(qname, len(seqs), oldestUs)
 			if in.AutoAck {
+				t.flow(qname).Consumed += seqs[len(seqs)-1] - cs.rec.Consumed
 				t.consumed(qs, group, cs.rec.Consumed, seqs[len(seqs)-1])
 				cs.rec.Consumed = seqs[len(seqs)-1]
 				cs.rec.Lease = nil

@@ -63,5 +63,6 @@ func (t *Tx) push(it *command.PushItem, checkSize bool) *command.PushItemResult 
 	r.MessageId = it.MessageId
 	r.Offset = seq
 	t.touch(it.Queue)
+	t.flow(it.Queue).Pushed++
 	return r
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/dashboard"
 	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
@@ -163,9 +164,13 @@ func run(args []string) error {
 	grpcSrv := grpcapi.NewServer(node, grpcOpts...)
 	go grpcSrv.Serve(grpcLn)
 
+	var statusPeers *tls.Config // the status views read the other nodes' /health over HTTPS when the API serves it
+	if certs != nil {
+		statusPeers = certs.ClientConfig()
+	}
 	api := httpapi.New(httpapi.Config{
 		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Rules: rules, Version: version,
-		Auth: verifier, SecurityWarnings: warnings,
+		Auth: verifier, SecurityWarnings: warnings, PeerTLS: statusPeers,
 	})
 	var handler http.Handler = api
 	if cfg.Pprof || cfg.TestHooks {
@@ -182,6 +187,7 @@ func run(args []string) error {
 		mux.Handle("/", api)
 		handler = mux
 	}
+	handler = dashboard.Wrap(handler) // the operator's dashboard at /dashboard (static; its API calls carry the token)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(httpLn) }()

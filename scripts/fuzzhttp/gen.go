@@ -836,6 +836,56 @@ var shapes = map[string]func(g *gen) base{
 		}
 		return base{body: x}
 	},
+	// Status and analytics (spec §4.12): reads with filters and ranges.
+	"GET /api/v1/status":        func(g *gen) base { return base{query: g.statusQuery(false)} },
+	"GET /api/v1/status/queues": func(g *gen) base { return base{query: g.statusQuery(true)} },
+	"GET /api/v1/status/queues/{queue}": func(g *gen) base {
+		b := base{params: [][2]string{{"queue", g.queue()}}}
+		if g.r.IntN(2) == 0 {
+			b.query = [][2]string{{"includePartitions", pick(g.r, []string{"true", "false", "1", "x"})}}
+		}
+		return b
+	},
+	"GET /api/v1/status/queues/{queue}/messages": func(g *gen) base {
+		q := g.statusQuery(true)
+		if g.r.IntN(2) == 0 {
+			q = append(q, [2]string{"status", pick(g.r, []string{"pending", "processing", "completed", "dead_letter", "x"})})
+		}
+		return base{params: [][2]string{{"queue", g.queue()}}, query: q}
+	},
+	"GET /api/v1/status/analytics": func(g *gen) base {
+		return base{query: append(g.statusQuery(false), [2]string{"interval", pick(g.r, []string{"minute", "hour", "day", "week", ""})})}
+	},
+	"GET /api/v1/status/buffers":                  func(g *gen) base { return base{} },
+	"GET /api/v1/analytics/queue-lag":             func(g *gen) base { return base{query: g.statusQuery(false)} },
+	"GET /api/v1/analytics/queue-ops":             func(g *gen) base { return base{query: g.statusQuery(false)} },
+	"GET /api/v1/analytics/retention":             func(g *gen) base { return base{query: g.statusQuery(false)} },
+	"GET /api/v1/analytics/system-metrics":        func(g *gen) base { return base{} },
+	"GET /api/v1/analytics/worker-metrics":        func(g *gen) base { return base{query: g.statusQuery(false)} },
+	"GET /api/v1/analytics/queue-parked-replicas": func(g *gen) base { return base{query: g.statusQuery(false)} },
+	"GET /api/v1/analytics/postgres-stats":        func(g *gen) base { return base{} },
+}
+
+// statusQuery is the filters of the status and analytics views: a queue,
+// namespace or task, a time range, and with page the list's limit and
+// offset.
+func (g *gen) statusQuery(page bool) [][2]string {
+	var q [][2]string
+	switch g.r.IntN(4) {
+	case 0:
+		q = append(q, [2]string{"queue", g.queue()})
+	case 1:
+		q = append(q, [2]string{"namespace", pick(g.r, []string{"fz", "billing", ""})})
+	case 2:
+		q = append(q, [2]string{"task", pick(g.r, []string{"a", "invoice"})})
+	}
+	if g.r.IntN(2) == 0 {
+		q = append(q, [2]string{"from", g.iso()}, [2]string{"to", g.iso()})
+	}
+	if page && g.r.IntN(2) == 0 {
+		q = append(q, [2]string{"limit", strconv.Itoa(g.r.IntN(200) - 5)}, [2]string{"offset", strconv.Itoa(g.r.IntN(5))})
+	}
+	return q
 }
 
 // keyedRoutes take an Idempotency-Key.
