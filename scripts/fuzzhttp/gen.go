@@ -601,7 +601,7 @@ var shapes = map[string]func(g *gen) base{
 			q = append(q, [2]string{"from", g.start.Add(-2 * time.Hour).UTC().Format(time.RFC3339)})
 		case 1:
 			q = append(q, [2]string{"from", g.start.Add(-time.Hour).UTC().Format(time.RFC3339)},
-				[2]string{"to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano)})
+				[2]string{"to", g.start.Add(time.Hour).UTC().Format(time.RFC3339Nano)})
 		}
 		return base{query: g.page(q, 1000)}
 	},
