@@ -32,7 +32,7 @@ func (e *usageError) ExitCode() int { return exitUsage }
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
 // errAborted: the operator did not confirm a destructive command.
-var errAborted = errors.New("ctl: aborted; nothing was changed")
+var errAborted = errors.New("aborted; nothing was changed")
 
 // runFunc runs a command with its positional arguments.
 type runFunc func(e *env, args []string) error

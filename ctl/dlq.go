@@ -339,7 +339,7 @@ func (e *env) replayQueue(queue, group string, limit, pageSize int, dest map[str
 	}
 	p.finish()
 	if e.json() {
-		if err := e.printJSON(map[string]any{"queue": queue, "consumerGroup": group, "replayed": t.Moved, "tally": t}); err != nil {
+		if err := e.printJSON(map[string]any{"queue": queue, "consumerGroup": nullable(group), "replayed": t.Moved, "tally": t}); err != nil {
 			return err
 		}
 	} else {

@@ -84,7 +84,7 @@ func setupDrain(fs *flag.FlagSet) runFunc {
 			failed = err
 		}
 		if e.json() {
-			if err := e.printJSON(map[string]any{"queue": queue, "consumerGroup": *group, "drained": drained,
+			if err := e.printJSON(map[string]any{"queue": queue, "consumerGroup": nullable(*group), "drained": drained,
 				"pending": after.Pending, "processing": after.Processing}); err != nil {
 				return err
 			}

@@ -156,6 +156,14 @@ func str(s *string) string {
 	return *s
 }
 
+// nullable is s, or JSON null for "".
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
