@@ -148,16 +148,19 @@ func tableRow(out string, first ...string) []string {
 	return nil
 }
 
-// column is the named column's cell of a row, by the table's header.
+// column is the named column's cell of a row, by the table's header (the
+// first line with a cell of that name).
 func column(t testing.TB, out string, row []string, name string) string {
 	t.Helper()
-	header := columns.Split(strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), -1)
-	for i, h := range header {
-		if h == name && i < len(row) {
-			return row[i]
+	for _, line := range strings.Split(out, "\n") {
+		header := columns.Split(strings.TrimSpace(line), -1)
+		for i, h := range header {
+			if h == name && i < len(row) {
+				return row[i]
+			}
 		}
 	}
-	t.Fatalf("no column %s in %q (row %q)", name, header, row)
+	t.Fatalf("no column %s (row %q) in\n%s", name, row, out)
 	return ""
 }
 
@@ -482,6 +485,7 @@ func TestCtlDeadLetterReplayAndPurge(t *testing.T) {
 	}
 
 	r = n.mustCtl(t, "dlq", "replay", "--queue", "jobs", "--all", "--page", "50", "--progress-interval", "20ms")
+	t.Logf("%s", r)
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	if lines[0] != fmt.Sprintf("replay: 0/%d dead letters (0%%)", total-12) ||
 		!strings.HasPrefix(lines[len(lines)-1], fmt.Sprintf("replay: %d dead letters in ", total-12)) {
@@ -594,7 +598,10 @@ func TestCtlClusterOnThreeNodes(t *testing.T) {
 	c := startCluster(t, nodeOpts{})
 	lead := c.leader(30 * time.Second)
 	follower := c.others(lead)[0]
-	r := follower.mustCtl(t, "cluster", "-o", "json")
+	// A write through the follower; then every node shows it applied.
+	follower.api(t).mustStatus(200, "POST", "/api/v1/configure", map[string]any{"queue": "c1"})
+	var lh struct{ Raft struct{ Commit uint64 } }
+	must(t, lead.getJSON("/health", 5*time.Second, &lh))
 	var view struct {
 		Leader struct{ ID string }
 		Nodes  []struct {
@@ -610,8 +617,21 @@ func TestCtlClusterOnThreeNodes(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &view); err != nil {
-		t.Fatalf("%v: %s", err, r)
+	var r ctlRun
+	ok, detail := pollUntil(15*time.Second, 100*time.Millisecond, func() (bool, string) {
+		r = follower.mustCtl(t, "cluster", "-o", "json")
+		if err := json.Unmarshal([]byte(r.stdout), &view); err != nil {
+			t.Fatalf("%v: %s", err, r)
+		}
+		for _, nv := range view.Nodes {
+			if nv.Health.Raft.Applied < lh.Raft.Commit {
+				return false, fmt.Sprintf("%s applied %d < %d", nv.ID, nv.Health.Raft.Applied, lh.Raft.Commit)
+			}
+		}
+		return true, ""
+	})
+	if !ok {
+		t.Fatalf("the nodes do not show the write applied: %s\n%s", detail, r)
 	}
 	if view.Leader.ID != lead.ID() || len(view.Nodes) != clusterSize {
 		t.Fatalf("cluster view (leader %s): %s", lead.ID(), r)
@@ -619,7 +639,7 @@ func TestCtlClusterOnThreeNodes(t *testing.T) {
 	leaders := 0
 	for _, nv := range view.Nodes {
 		h := nv.Health
-		if h.Status != "healthy" || h.NodeID != nv.ID || !nv.Voter || h.Raft.Applied == 0 || h.Raft.Term == 0 {
+		if h.Status != "healthy" || h.NodeID != nv.ID || !nv.Voter || h.Raft.Term == 0 {
 			t.Fatalf("node %s: %s", nv.ID, r)
 		}
 		if h.Raft.Role == "leader" {
@@ -647,9 +667,11 @@ func TestCtlClusterOnThreeNodes(t *testing.T) {
 		}
 	}
 
+	t.Logf("queen-node ctl cluster:\n%s", tab)
 	down := c.others(lead)[1]
 	down.kill9()
 	tab = follower.mustCtl(t, "cluster").stdout
+	t.Logf("with %s down:\n%s", down.ID(), tab)
 	row := tableRow(tab, down.ID())
 	if row == nil || !strings.HasPrefix(column(t, tab, row, "HEALTH"), "unreachable") {
 		t.Fatalf("the killed %s:\n%s", down.ID(), tab)
