@@ -289,6 +289,11 @@ func (e *env) replayQueue(queue, group string, limit, pageSize int, dest map[str
 	if err != nil {
 		return err
 	}
+	if len(first.Messages) > 0 && first.Messages[0].FailedAt != nil {
+		// Only what had failed when it started: a replayed message that
+		// fails again is a new dead letter, which must not keep this going.
+		f.Set("to", *first.Messages[0].FailedAt)
+	}
 	want := first.Total
 	if limit > 0 {
 		want = min(want, int64(limit))

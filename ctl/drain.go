@@ -22,11 +22,12 @@ func setupDrain(fs *flag.FlagSet) runFunc {
 	group := fs.String("group", "", "drain for this consumer group (default: queue mode)")
 	batch := fs.Int("batch", 100, "messages per pop")
 	partitions := fs.Int("partitions", 8, "partitions one pop may claim")
+	limit := fs.Int64("limit", 0, "stop after this many (0 = until a pop finds nothing; with producers running that may be never: Ctrl-C stops it)")
 	yes := fs.Bool("yes", false, "do not ask")
 	return func(e *env, args []string) error {
 		queue := args[0]
-		if *batch < 1 || *partitions < 1 {
-			return usagef("drain: --batch and --partitions must be positive")
+		if *batch < 1 || *partitions < 1 || *limit < 0 {
+			return usagef("drain: --batch and --partitions must be positive, --limit not negative")
 		}
 		depthQ := url.Values{}
 		if *group != "" {
@@ -40,8 +41,12 @@ func setupDrain(fs *flag.FlagSet) runFunc {
 		if *group != "" {
 			who += " for group " + *group
 		}
+		want := int64(before.Pending)
+		if *limit > 0 {
+			want = min(want, *limit)
+		}
 		if before.Pending > 0 {
-			if err := e.confirm(*yes, "ack %d pending messages of %s as completed, without processing them?", before.Pending, who); err != nil {
+			if err := e.confirm(*yes, "ack %d pending messages of %s as completed, without processing them?", want, who); err != nil {
 				return err
 			}
 		}
@@ -50,11 +55,15 @@ func setupDrain(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		q := c.Queue(queue)
-		p := e.progress("drain", "messages", int64(before.Pending))
+		p := e.progress("drain", "messages", want)
 		var drained int64
 		var failed error
-		for e.ctx.Err() == nil {
-			msgs, err := q.Pop(e.ctx, queen.PopOptions{Group: *group, Batch: *batch, Partitions: *partitions})
+		for e.ctx.Err() == nil && (*limit == 0 || drained < *limit) {
+			n := *batch
+			if *limit > 0 {
+				n = int(min(int64(n), *limit-drained))
+			}
+			msgs, err := q.Pop(e.ctx, queen.PopOptions{Group: *group, Batch: n, Partitions: *partitions})
 			if err != nil {
 				failed = err
 				break

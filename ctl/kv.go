@@ -33,20 +33,45 @@ type kvEntry struct {
 }
 
 // kvKeyPath escapes each segment of a key, so that a key with slashes is
-// the route's {key...}.
-func kvKeyPath(ns, key string) string {
+// the route's {key...}; ok=false for a key the path cannot carry as it is
+// (an empty, "." or ".." segment, which a path is cleaned of).
+func kvKeyPath(ns, key string) (string, bool) {
 	segs := strings.Split(key, "/")
 	for i, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			return "", false
+		}
 		segs[i] = esc(s)
 	}
-	return "/api/v1/kv/" + esc(ns) + "/" + strings.Join(segs, "/")
+	return "/api/v1/kv/" + esc(ns) + "/" + strings.Join(segs, "/"), true
+}
+
+// kvGet reads one entry: GET /api/v1/kv/:ns/*key, or for a key the path
+// cannot carry, a get op of POST /api/v1/kv (its result).
+func (e *env) kvGet(ns, key string) ([]byte, error) {
+	if path, ok := kvKeyPath(ns, key); ok {
+		return e.api.get(e.ctx, path, nil, nil)
+	}
+	var res struct{ Results []json.RawMessage }
+	raw, err := e.api.do(e.ctx, http.MethodPost, "/api/v1/kv", nil,
+		map[string]any{"operations": []any{map[string]any{"op": "get", "ns": ns, "key": key}}}, &res)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Results) != 1 {
+		return nil, fmt.Errorf("kv get: the node answered %s", strings.TrimSpace(string(raw)))
+	}
+	return res.Results[0], nil
 }
 
 func runKVGet(e *env, args []string) error {
-	var r kvEntry
-	raw, err := e.api.get(e.ctx, kvKeyPath(args[0], args[1]), nil, &r)
+	raw, err := e.kvGet(args[0], args[1])
 	if err != nil {
 		return err
+	}
+	var r kvEntry
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("kv get: %w", err)
 	}
 	found := r.Found != nil && *r.Found
 	switch {
@@ -60,7 +85,7 @@ func runKVGet(e *env, args []string) error {
 		if r.ExpiresAt != nil {
 			expires = *r.ExpiresAt + " (" + ago(r.ExpiresAt, now) + ")"
 		}
-		if err := fields(e.out, "key", args[0]+"/"+r.Key, "version", strconv.FormatUint(r.Version, 10),
+		if err := fields(e.out, "namespace", args[0], "key", r.Key, "version", strconv.FormatUint(r.Version, 10),
 			"updated", str(r.UpdatedAt)+" ("+ago(r.UpdatedAt, now)+")", "expires", expires); err != nil {
 			return err
 		}
