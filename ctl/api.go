@@ -130,7 +130,11 @@ func (a *api) call(ctx context.Context, method, path string, q url.Values, body 
 			((err != nil && method == http.MethodGet) || (err == nil && retryable(method, status, b)))
 		if !again {
 			if err != nil {
-				return nil, 0, fmt.Errorf("%s %s: %w", method, a.base, err)
+				var ue *url.Error
+				if errors.As(err, &ue) {
+					err = ue.Err
+				}
+				return nil, 0, fmt.Errorf("%s %s: %w", method, target, err)
 			}
 			return b, status, nil
 		}

@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if rest[0] == "help" {
 		if c := lookup(rest[1:]); c != nil {
-			printCommandHelp(stdout, c, g)
+			printCommandHelp(stdout, c)
 			return nil
 		}
 		printHelp(stdout)
@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pos, err := parseInterspersed(fs, rest[words:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printCommandHelp(stdout, c, g)
+			printCommandHelp(stdout, c)
 			return err
 		}
 		printCommandUsage(stderr, c)
@@ -188,8 +188,14 @@ type globals struct {
 	progressEvery time.Duration
 }
 
+// builtinGlobals are the defaults without the environment: what help
+// shows (never a token).
+func builtinGlobals() globals {
+	return globals{url: "http://127.0.0.1:6632", output: "table", timeout: 30 * time.Second, progressEvery: time.Second}
+}
+
 func defaultGlobals() globals {
-	g := globals{url: "http://127.0.0.1:6632", output: "table", timeout: 30 * time.Second, progressEvery: time.Second}
+	g := builtinGlobals()
 	if v := os.Getenv("QUEEN_URL"); v != "" {
 		g.url = v
 	}
@@ -261,7 +267,7 @@ commands:
 	fmt.Fprint(w, "\nglobal flags (before or after the command):\n")
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	var g globals
-	g.register(fs, defaultGlobals())
+	g.register(fs, builtinGlobals())
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprint(w, "\n`queen-node ctl COMMAND -h` shows a command's own flags.\n")
@@ -271,7 +277,7 @@ func printCommandUsage(w io.Writer, c *command) {
 	fmt.Fprintf(w, "usage: queen-node ctl %s\n(queen-node ctl %s -h for its flags)\n", strings.TrimSpace(c.path+" "+c.args), c.path)
 }
 
-func printCommandHelp(w io.Writer, c *command, g globals) {
+func printCommandHelp(w io.Writer, c *command) {
 	fmt.Fprintf(w, "usage: queen-node ctl %s\n\n%s\n", strings.TrimSpace(c.path+" "+c.args), c.summary)
 	fs := flag.NewFlagSet(c.path, flag.ContinueOnError)
 	c.setup(fs)
@@ -285,7 +291,7 @@ func printCommandHelp(w io.Writer, c *command, g globals) {
 	fmt.Fprint(w, "\nglobal flags:\n")
 	gs := flag.NewFlagSet("", flag.ContinueOnError)
 	var x globals
-	x.register(gs, g)
+	x.register(gs, builtinGlobals())
 	gs.SetOutput(w)
 	gs.PrintDefaults()
 }

@@ -85,6 +85,16 @@ func TestUsage(t *testing.T) {
 
 // Flags go anywhere among the arguments, the global ones too; after "--"
 // everything is an argument.
+// Help never shows the token of the environment.
+func TestHelpHidesTheToken(t *testing.T) {
+	t.Setenv("QUEEN_TOKEN", "secret-token-value")
+	for _, args := range [][]string{{"-h"}, {"queues", "-h"}, {"--token", "other-secret", "dlq", "-h"}} {
+		if _, out, errw := runT(t, args...); strings.Contains(out+errw, "secret") {
+			t.Fatalf("%v shows a token:\n%s", args, out)
+		}
+	}
+}
+
 func TestParseInterspersed(t *testing.T) {
 	var g globals
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)

@@ -292,7 +292,11 @@ func (e *env) replayQueue(queue, group string, limit, pageSize int, dest map[str
 	if len(first.Messages) > 0 && first.Messages[0].FailedAt != nil {
 		// Only what had failed when it started: a replayed message that
 		// fails again is a new dead letter, which must not keep this going.
-		f.Set("to", *first.Messages[0].FailedAt)
+		// The API's times are in ms, its records in µs: the bound is the
+		// end of the newest record's millisecond.
+		if t, err := time.Parse(time.RFC3339Nano, *first.Messages[0].FailedAt); err == nil {
+			f.Set("to", t.Add(time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z"))
+		}
 	}
 	want := first.Total
 	if limit > 0 {
