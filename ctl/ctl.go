@@ -65,8 +65,7 @@ func register(cs ...*command) {
 	}
 }
 
-// stdin is where a confirmation is read (a variable for the package's
-// tests).
+// stdin is where a confirmation is read.
 var stdin io.Reader = os.Stdin
 
 // Run is `queen-node ctl ARGS`: it writes the command's answer to stdout

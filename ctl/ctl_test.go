@@ -85,6 +85,19 @@ func TestUsage(t *testing.T) {
 
 // Flags go anywhere among the arguments, the global ones too; after "--"
 // everything is an argument.
+// Every command's flags go beside the global ones (a flag defined twice
+// panics), and every command has a usage line and a summary.
+func TestEveryCommandsFlags(t *testing.T) {
+	for path, c := range commands {
+		var g globals
+		fs := flag.NewFlagSet(path, flag.ContinueOnError)
+		g.register(fs, builtinGlobals())
+		if c.setup(fs) == nil || c.summary == "" || c.nargs == nil {
+			t.Errorf("%s: incomplete", path)
+		}
+	}
+}
+
 // Help never shows the token of the environment.
 func TestHelpHidesTheToken(t *testing.T) {
 	t.Setenv("QUEEN_TOKEN", "secret-token-value")
