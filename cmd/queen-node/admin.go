@@ -11,6 +11,7 @@ import (
 
 	"github.com/queen-node/queen-node/backup"
 	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/ctl"
 )
 
 // The operator's subcommands (README, "Operations"):
@@ -20,6 +21,7 @@ import (
 //	queen-node verify-backup FILE              check a backup file without a cluster
 //	queen-node recover [the node's flags]      after losing quorum for good: make this
 //	                                           stopped node a one-voter cluster
+//	queen-node ctl COMMAND ...                 the operator's command line (package ctl)
 
 // subcommands maps a first argument to its command.
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) error{
@@ -27,6 +29,7 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) error
 	"restore":       runRestore,
 	"verify-backup": runVerifyBackup,
 	"recover":       runRecover,
+	"ctl":           ctl.Run,
 }
 
 func clientFlags(name string, stderr io.Writer) (*flag.FlagSet, *string, *time.Duration) {

@@ -40,7 +40,12 @@ func main() {
 		if sub, ok := subcommands[args[0]]; ok {
 			if err := sub(args[1:], os.Stdout, os.Stderr); err != nil && !errors.Is(err, flag.ErrHelp) {
 				fmt.Fprintln(os.Stderr, "queen-node "+args[0]+":", err)
-				os.Exit(1)
+				code := 1
+				var ec interface{ ExitCode() int } // a usage error of ctl: 2
+				if errors.As(err, &ec) {
+					code = ec.ExitCode()
+				}
+				os.Exit(code)
 			}
 			return
 		}
