@@ -28,7 +28,6 @@ func isoOrEmpty(us int64) string {
 	return time.UnixMicro(us).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-
 func messageRowOut(r fsm.MessageRow) *queenpb.MessageRow {
 	m := r.Message
 	return &queenpb.MessageRow{Id: uuidStr(m.Id), TransactionId: m.TransactionId, PartitionId: uuidStr(r.Partition.Id),
