@@ -52,6 +52,7 @@ type FlowCounts struct {
 	Consumed     uint64 `json:"consumed"`
 	Failed       uint64 `json:"failed"`
 	DeadLettered uint64 `json:"deadLettered"`
+	Conflated    uint64 `json:"conflated"` // retired undelivered by conflated deliveries (addendum §8)
 	LagSumUs     int64  `json:"-"`
 	LagMaxUs     int64  `json:"-"`
 	// What retention removed (queue.RetainCount): retentionSeconds,
@@ -74,6 +75,7 @@ func (c *FlowCounts) Add(o FlowCounts) {
 	c.Consumed += o.Consumed
 	c.Failed += o.Failed
 	c.DeadLettered += o.DeadLettered
+	c.Conflated += o.Conflated
 	c.LagSumUs += o.LagSumUs
 	c.LagMaxUs = max(c.LagMaxUs, o.LagMaxUs)
 	c.Retention += o.Retention
@@ -100,7 +102,7 @@ func (fl *Flows) stage(now int64, flows map[string]*queue.Flow, res any) {
 		f := flows[q]
 		fl.staged = append(fl.staged, stagedFlow{minute: minute, queue: q, c: FlowCounts{
 			Pushed: f.Pushed, Popped: f.Popped, Pops: f.Pops, Consumed: f.Consumed, Failed: f.Failed,
-			DeadLettered: f.DeadLettered, LagSumUs: f.LagSumUs, LagMaxUs: f.LagMaxUs,
+			DeadLettered: f.DeadLettered, Conflated: f.Conflated, LagSumUs: f.LagSumUs, LagMaxUs: f.LagMaxUs,
 		}})
 	}
 	if rr, ok := res.(*command.RetainResult); ok {

@@ -129,6 +129,9 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 		return nil, err
 	}
 	f.flows = newFlows(f.meta.LastNowUs)
+	if opts.Metrics != nil {
+		opts.Metrics.conflated.fsm.Store(f)
+	}
 	err := db.View(func(r store.Reader) error {
 		qr := f.queue.Reader(r)
 		if opts.Keys == nil {
@@ -337,11 +340,6 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 			changes.touch(q)
 		}
 		f.flows.stage(now, c.q.Flows(), res)
-		if m := f.opts.Metrics; m != nil {
-			for q, n := range c.q.Conflated() {
-				m.conflated.add(q, n, time.Now())
-			}
-		}
 		if c.all {
 			changes.touch("*")
 		}

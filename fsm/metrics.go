@@ -1,8 +1,7 @@
 package fsm
 
 import (
-	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,7 +15,7 @@ type Metrics struct {
 	batchEntries    prometheus.Histogram
 	snapshotSeconds prometheus.Histogram
 	snapshotBytes   prometheus.Gauge
-	conflated       *perMinute
+	conflated       *conflatedGauge
 }
 
 // NewMetrics creates and registers the FSM collectors.
@@ -51,8 +50,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Size of the last snapshot written.",
 		}),
 	}
-	m.conflated = newPerMinute(prometheus.NewDesc("queen_queue_conflated_per_minute",
-		"Messages that conflated deliveries retired undelivered in the last minute, by queue (addendum §8).", []string{"queue"}, nil))
+	m.conflated = &conflatedGauge{desc: prometheus.NewDesc("queen_queue_conflated_per_minute",
+		"Messages that conflated deliveries retired undelivered in the last minute of entry time, by queue (addendum §8).", []string{"queue"}, nil)}
 	if reg != nil {
 		reg.MustRegister(m.applySeconds, m.applyPanics, m.batchSeconds, m.batchEntries,
 			m.snapshotSeconds, m.snapshotBytes, m.conflated)
@@ -60,65 +59,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// perMinute is a gauge by queue of what was counted in the last minute:
-// sixty one-second buckets per queue, summed when scraped.
-type perMinute struct {
+// conflatedGauge is queen_queue_conflated_per_minute: the flow counts
+// (flows.go) of the last minute before the last applied entry's time.
+type conflatedGauge struct {
 	desc *prometheus.Desc
-	mu   sync.Mutex
-	by   map[string]*[60]minuteBucket
+	fsm  atomic.Pointer[FSM] // set by New
 }
 
-type minuteBucket struct {
-	sec int64
-	n   uint64
-}
+func (g *conflatedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
-func newPerMinute(desc *prometheus.Desc) *perMinute {
-	return &perMinute{desc: desc, by: map[string]*[60]minuteBucket{}}
-}
-
-func (p *perMinute) add(queue string, n uint64, at time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ring := p.by[queue]
-	if ring == nil {
-		ring = &[60]minuteBucket{}
-		p.by[queue] = ring
+func (g *conflatedGauge) Collect(ch chan<- prometheus.Metric) {
+	f := g.fsm.Load()
+	if f == nil {
+		return
 	}
-	sec := at.Unix()
-	b := &ring[sec%60]
-	if b.sec != sec {
-		b.sec, b.n = sec, 0
+	now := f.LastNow()
+	by := map[string]uint64{}
+	for _, b := range f.flows.Series(FlowQuery{FromUs: now - minuteUs, ToUs: now + 1}).Buckets {
+		by[b.Queue] += b.Conflated
 	}
-	b.n += n
-}
-
-// sum is the count of the last minute before at.
-func (p *perMinute) sum(queue string, at time.Time) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var total uint64
-	if ring := p.by[queue]; ring != nil {
-		for _, b := range ring {
-			if at.Unix()-b.sec < 60 {
-				total += b.n
-			}
-		}
-	}
-	return total
-}
-
-func (p *perMinute) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
-
-func (p *perMinute) Collect(ch chan<- prometheus.Metric) {
-	now := time.Now()
-	p.mu.Lock()
-	queues := make([]string, 0, len(p.by))
-	for q := range p.by {
-		queues = append(queues, q)
-	}
-	p.mu.Unlock()
-	for _, q := range queues {
-		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, float64(p.sum(q, now)), q)
+	for q, n := range by {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), q)
 	}
 }

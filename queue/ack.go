@@ -263,10 +263,7 @@ func (t *Tx) consume(ag *ackGroup, seq uint64, r *command.AckItemResult) {
 	runDone := leases.MarkConsumed(cur, seq)
 	if l := cur.Lease; l != nil && l.Conflated && seq == l.LastSeq && cur.Consumed > before+1 {
 		r.Conflated = cur.Consumed - before - 1 // retired undelivered (addendum §8)
-		if t.conflated == nil {
-			t.conflated = map[string]uint64{}
-		}
-		t.conflated[ag.ps.rec.Queue] += r.Conflated
+		t.flow(ag.ps.rec.Queue).Conflated += r.Conflated
 	}
 	t.consumed(ag.qs, ag.group, before, cur.Consumed)
 	if cur.Consumed != before {

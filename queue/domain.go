@@ -45,8 +45,6 @@ type Tx struct {
 	touched []string
 	dedup   []dedupInsert   // this command's inserts, to take back on Discard
 	pruned  map[string]bool // partitions whose dedup index this command pruned
-	// conflated counts, by queue, the messages conflated deliveries retired
-	conflated map[string]uint64
 	// flows counts, by queue, what the command did to messages (flows.go)
 	flows map[string]*Flow
 
@@ -85,10 +83,6 @@ func (t *Tx) Discard() {
 // Touched lists the queues whose deliverable set the command may have
 // changed (long-poll pops of them look again).
 func (t *Tx) Touched() []string { return t.touched }
-
-// Conflated counts, by queue, the older messages this command's conflated
-// deliveries retired undelivered (addendum §8).
-func (t *Tx) Conflated() map[string]uint64 { return t.conflated }
 
 // Now is the entry's time.
 func (t *Tx) Now() int64 { return t.now }

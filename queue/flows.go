@@ -14,6 +14,7 @@ type Flow struct {
 	Consumed     uint64 // messages a group is done with: acked completed, or delivered with autoAck
 	Failed       uint64 // failed acks that spent a retry or sent the message to the DLQ
 	DeadLettered uint64 // dead-letter records filed
+	Conflated    uint64 // older messages conflated deliveries retired undelivered (addendum §8)
 }
 
 // Flows counts, by queue, what this command did (nil when nothing).
