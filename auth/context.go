@@ -58,10 +58,17 @@ func StampPushes(ctx context.Context, cmd *command.Command) {
 }
 
 // MayRun reports whether the caller may run cmd beyond its route's level:
-// a write-only token schedules timers but never cancels one.
+// a write-only token schedules timers but never cancels one, and KV writes
+// need read-write on the KV route that reads take with read-only.
 func MayRun(ctx context.Context, cmd *command.Command) bool {
 	id := IdentityFrom(ctx)
-	if id == nil || !id.WriteOnly() {
+	if id == nil {
+		return true
+	}
+	if cmd.GetKv() != nil && !id.Allows(ReadWrite, false) {
+		return false
+	}
+	if !id.WriteOnly() {
 		return true
 	}
 	if t := cmd.GetTimers(); t != nil {

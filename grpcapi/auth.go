@@ -45,6 +45,9 @@ var queenLevels = map[string]methodAccess{
 	"TraceNames":       {level: auth.ReadOnly},
 	"PurgeDeadLetters": {level: auth.Admin},
 	"QueueDepth":       {level: auth.ReadOnly},
+	// Reads only are read-only, as on POST /api/v1/kv; writes need
+	// read-write (auth.MayRun).
+	"Kv": {level: auth.ReadOnly},
 }
 
 // accessOf is what a full method name needs. Health and reflection are

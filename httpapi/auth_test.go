@@ -260,3 +260,25 @@ func TestLiveQueueScopes(t *testing.T) {
 		t.Fatalf("payments acks its own: %d %s", c, b)
 	}
 }
+
+// POST /api/v1/kv with reads only is read-only (spec §3); a write in it
+// needs read-write, and a read-only token's write changes nothing.
+func TestKVReadsAreReadOnlyAndWritesReadWrite(t *testing.T) {
+	l := startLiveWithJWT(t, auth.Config{})
+	ro := map[string]string{"Authorization": "Bearer " + token(t, "dashboard", map[string]any{"role": "read-only"})}
+	rw := map[string]string{"Authorization": "Bearer " + token(t, "charger", map[string]any{"role": "read-write"})}
+	put := `[{"op":"put","ns":"m","key":"k","value":1,"forever":true}]`
+	if code, b, _ := l.doH("POST", "/api/v1/kv", put, rw); code != 200 {
+		t.Fatalf("read-write put: %d %s", code, b)
+	}
+	if code, b, _ := l.doH("POST", "/api/v1/kv", `[{"op":"get","ns":"m","key":"k"},{"op":"getPrefix","ns":"m","prefix":"k"}]`, ro); code != 200 || !strings.Contains(string(b), `"value":1`) {
+		t.Fatalf("read-only reads: %d %s", code, b)
+	}
+	_, before, _ := l.node.StateHash()
+	if code, b, _ := l.doH("POST", "/api/v1/kv", `[{"op":"get","ns":"m","key":"k"},{"op":"put","ns":"m","key":"k2","value":2,"forever":true}]`, ro); code != 403 {
+		t.Fatalf("read-only write: %d %s, want 403", code, b)
+	}
+	if _, after, _ := l.node.StateHash(); after != before {
+		t.Fatalf("a refused write moved the state: %s -> %s", before, after)
+	}
+}

@@ -86,7 +86,7 @@ func TestRouteLevelsAreTheSpecs(t *testing.T) {
 		"POST /api/v1/system/maintenance/pop", "GET /api/v1/system/kv-timers", "POST /api/v1/system/kv-timers",
 		"DELETE /api/v1/system/cluster/nodes/{id}", "GET /api/v1/system/backup", "POST /api/v1/system/restore",
 		"GET /api/v1/system/audit", "DELETE /api/v1/dlq"}
-	readOnly := []string{"GET /api/v1/resources/queues", "GET /api/v1/resources/queues/{queue}", "GET /api/v1/dlq",
+	readOnly := []string{"GET /api/v1/resources/queues", "GET /api/v1/resources/queues/{queue}", "GET /api/v1/dlq", "POST /api/v1/kv",
 		"GET /api/v1/consumer-groups", "GET /api/v1/consumer-groups/lagging", "GET /api/v1/consumer-groups/{group}",
 		"GET /api/v1/kv/{ns}/{key...}", "GET /api/v1/timers/{queue}", "GET /api/v1/timers/{queue}/{timerKey...}",
 		"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}", "GET /api/v1/traces/names",
@@ -98,7 +98,7 @@ func TestRouteLevelsAreTheSpecs(t *testing.T) {
 		"GET /api/v1/analytics/queue-parked-replicas", "GET /api/v1/analytics/postgres-stats"}
 	readWrite := []string{"POST /api/v1/push", "GET /api/v1/pop/queue/{queue}", "POST /api/v1/ack", "POST /api/v1/ack/batch",
 		"POST /api/v1/transaction", "POST /api/v1/configure", "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
-		"POST /api/v1/kv", "PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/timers/{queue}/{timerKey...}",
+		"PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/timers/{queue}/{timerKey...}",
 		"DELETE /api/v1/messages/{partitionId}/{transactionId}", "POST /api/v1/messages/{partitionId}/{transactionId}/retry",
 		"POST /api/v1/dlq/{id}/replay", "POST /api/v1/traces",
 		"POST /api/v1/locks"}

@@ -15,17 +15,21 @@ type routeAccess struct {
 }
 
 var routeLevels = map[string]routeAccess{
-	"GET /health":                                           {level: auth.Public},
-	"GET /metrics":                                          {level: auth.Public},
-	"GET /metrics/prometheus":                               {level: auth.Public},
-	"POST /api/v1/push":                                     {level: auth.ReadWrite, producer: true},
-	"POST /api/v1/timers":                                   {level: auth.ReadWrite, producer: true},
-	"GET /api/v1/resources/queues":                          {level: auth.ReadOnly},
-	"GET /api/v1/resources/queues/{queue}":                  {level: auth.ReadOnly},
-	"GET /api/v1/resources/queues/{queue}/depth":            {level: auth.ReadOnly},
-	"DELETE /api/v1/resources/queues/{queue}":               {level: auth.Admin},
-	"GET /api/v1/dlq":                                       {level: auth.ReadOnly},
-	"GET /api/v1/kv/{ns}/{key...}":                          {level: auth.ReadOnly},
+	"GET /health":                                {level: auth.Public},
+	"GET /metrics":                               {level: auth.Public},
+	"GET /metrics/prometheus":                    {level: auth.Public},
+	"POST /api/v1/push":                          {level: auth.ReadWrite, producer: true},
+	"POST /api/v1/timers":                        {level: auth.ReadWrite, producer: true},
+	"GET /api/v1/resources/queues":               {level: auth.ReadOnly},
+	"GET /api/v1/resources/queues/{queue}":       {level: auth.ReadOnly},
+	"GET /api/v1/resources/queues/{queue}/depth": {level: auth.ReadOnly},
+	"DELETE /api/v1/resources/queues/{queue}":    {level: auth.Admin},
+	"GET /api/v1/dlq":                            {level: auth.ReadOnly},
+	"GET /api/v1/kv/{ns}/{key...}":               {level: auth.ReadOnly},
+	// A KV call of reads only is read-only (spec §3: "reads: read-only");
+	// one with a write needs read-write, which auth.MayRun asks of its
+	// command.
+	"POST /api/v1/kv":                                       {level: auth.ReadOnly},
 	"GET /api/v1/timers/{queue}":                            {level: auth.ReadOnly},
 	"GET /api/v1/timers/{queue}/{timerKey...}":              {level: auth.ReadOnly},
 	"GET /api/v1/consumer-groups":                           {level: auth.ReadOnly},

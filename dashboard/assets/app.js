@@ -468,7 +468,7 @@
     root.innerHTML = `<h1>KV browser</h1>
       <form class="bar" id="k-form"><label>namespace<input id="k-ns" required placeholder="charges"></label><label>key prefix<input id="k-prefix" required placeholder="charge:"></label>
       <label>page size<input id="k-limit" type="number" min="1" max="1000" value="100"></label><button type="submit">Browse</button>
-      <span class="small muted">Read-only: getPrefix through POST /api/v1/kv (which needs a read-write token). Locks and semaphores live in queen-locks.</span></form>
+      <span class="small muted">Read-only: getPrefix through POST /api/v1/kv (reads only: a read-only token will do). Locks and semaphores live in queen-locks.</span></form>
       <section class="panel" id="k-out"><p class="muted">Name a namespace and a key prefix.</p></section>`;
     let q = null;
     $('#k-form', root).addEventListener('submit', (e) => {
