@@ -152,16 +152,28 @@ func (a *API) countsOut(since int64) map[string]any {
 
 // flowTotals sums a series by bucket start (all queues together).
 func flowTotals(s fsm.FlowSeries) map[int64]*fsm.FlowCounts {
-	out := map[int64]*fsm.FlowCounts{}
+	return sumFlows(s, func(b fsm.FlowBucket) int64 { return b.StartUs })
+}
+
+// sumFlows sums a series' buckets by key.
+func sumFlows[K comparable](s fsm.FlowSeries, key func(fsm.FlowBucket) K) map[K]*fsm.FlowCounts {
+	out := map[K]*fsm.FlowCounts{}
 	for _, b := range s.Buckets {
-		c := out[b.StartUs]
+		c := out[key(b)]
 		if c == nil {
 			c = &fsm.FlowCounts{}
-			out[b.StartUs] = c
+			out[key(b)] = c
 		}
 		c.Add(b.FlowCounts)
 	}
 	return out
+}
+
+// throughputRow is one bucket of a throughput series.
+func throughputRow(win window, start int64, c *fsm.FlowCounts) map[string]any {
+	return map[string]any{"timestamp": isoMillis(start), "ingested": c.Pushed, "processed": c.Consumed,
+		"failed": c.Failed, "deadLettered": c.DeadLettered, "popped": c.Popped,
+		"ingestedPerSecond": win.perSecond(c.Pushed), "processedPerSecond": win.perSecond(c.Consumed)}
 }
 
 func lagOut(c fsm.FlowCounts) (avg, maxLag any) {
@@ -326,9 +338,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 			if c == nil {
 				c = &fsm.FlowCounts{}
 			}
-			throughput = append(throughput, map[string]any{"timestamp": isoMillis(s), "ingested": c.Pushed,
-				"processed": c.Consumed, "failed": c.Failed, "deadLettered": c.DeadLettered, "popped": c.Popped,
-				"ingestedPerSecond": win.perSecond(c.Pushed), "processedPerSecond": win.perSecond(c.Consumed)})
+			throughput = append(throughput, throughputRow(win, s, c))
 		}
 		if lagging == nil {
 			lagging = []map[string]any{}
@@ -533,24 +543,14 @@ func (a *API) statusAnalytics(w http.ResponseWriter, r *http.Request) {
 			}
 			all.Add(*c)
 			ts := isoMillis(s)
-			through = append(through, map[string]any{"timestamp": ts, "ingested": c.Pushed, "processed": c.Consumed,
-				"failed": c.Failed, "deadLettered": c.DeadLettered, "popped": c.Popped,
-				"ingestedPerSecond": win.perSecond(c.Pushed), "processedPerSecond": win.perSecond(c.Consumed)})
+			through = append(through, throughputRow(win, s, c))
 			avg, mx := lagOut(*c)
 			lag = append(lag, map[string]any{"timestamp": ts, "pops": c.Pops, "avgLagMs": avg, "maxLagMs": mx})
 			errs = append(errs, map[string]any{"timestamp": ts, "failed": c.Failed, "processed": c.Consumed,
 				"rate": rate(c.Failed, c.Failed+c.Consumed)})
 			dlq = append(dlq, map[string]any{"timestamp": ts, "messages": c.DeadLettered})
 		}
-		byQueue := map[string]*fsm.FlowCounts{}
-		for _, b := range series.Buckets {
-			c := byQueue[b.Queue]
-			if c == nil {
-				c = &fsm.FlowCounts{}
-				byQueue[b.Queue] = c
-			}
-			c.Add(b.FlowCounts)
-		}
+		byQueue := sumFlows(series, func(b fsm.FlowBucket) string { return b.Queue })
 		top := []map[string]any{}
 		for _, name := range sortedKeysOf(byQueue) {
 			c := byQueue[name]
