@@ -169,6 +169,9 @@ func New(cfg Config) (*Verifier, error) {
 		}
 	}
 	if cfg.Secret != "" {
+		if err := checkHMACKey("JWT_SECRET", []byte(cfg.Secret)); err != nil {
+			return nil, err
+		}
 		v.secret = []byte(cfg.Secret)
 	}
 	if cfg.PublicKey != "" {
@@ -208,8 +211,8 @@ func (v *Verifier) algorithms() ([]jose.SignatureAlgorithm, error) {
 	hasKeys := v.pub != nil || v.cfg.JWKSFile != "" || v.cfg.JWKSURL != ""
 	switch strings.ToUpper(v.cfg.Algorithm) {
 	case "HS256":
-		if v.secret == nil {
-			return nil, errors.New("auth: JWT_ALGORITHM=HS256 needs JWT_SECRET")
+		if v.secret == nil && !hasKeys {
+			return nil, errors.New("auth: JWT_ALGORITHM=HS256 needs JWT_SECRET (or oct keys in JWT_JWKS_FILE or JWT_JWKS_URL)")
 		}
 		return []jose.SignatureAlgorithm{jose.HS256}, nil
 	case "RS256":
@@ -224,8 +227,8 @@ func (v *Verifier) algorithms() ([]jose.SignatureAlgorithm, error) {
 		return []jose.SignatureAlgorithm{jose.EdDSA}, nil
 	case "AUTO":
 		var algs []jose.SignatureAlgorithm
-		if v.secret != nil {
-			algs = append(algs, jose.HS256)
+		if v.secret != nil || v.cfg.JWKSFile != "" || v.cfg.JWKSURL != "" {
+			algs = append(algs, jose.HS256) // a JWKS may hold oct keys
 		}
 		if hasKeys {
 			algs = append(algs, jose.RS256, jose.EdDSA)
@@ -350,10 +353,10 @@ func (v *Verifier) keysFor(h jose.Header) []any {
 		if v.secret != nil {
 			keys = append(keys, v.secret)
 		}
-		return keys
-	}
-	if v.pub != nil {
-		keys = append(keys, v.pub)
+	default:
+		if v.pub != nil {
+			keys = append(keys, v.pub)
+		}
 	}
 	v.reloadJWKSFileIfChanged()
 	v.mu.RLock()
@@ -365,8 +368,10 @@ func (v *Verifier) keysFor(h jose.Header) []any {
 		} else {
 			ks = v.jwks.Keys
 		}
+		hmac := jose.SignatureAlgorithm(h.Algorithm) == jose.HS256
 		for _, k := range ks {
-			if k.Valid() && k.IsPublic() {
+			_, oct := k.Key.([]byte) // its length was checked when the set was loaded
+			if hmac && oct || !hmac && !oct && k.Valid() && k.IsPublic() {
 				keys = append(keys, k.Key)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,4 +233,52 @@ func TestSkipPathsMatchExactly(t *testing.T) {
 
 func jwtSigned(s jose.Signer, c map[string]any) (string, error) {
 	return jwt.Signed(s).Claims(c).Serialize()
+}
+
+// A short HMAC secret is refused at start, naming the rule and the length
+// it got (RFC 7518 §3.2): go-jose would refuse it for every token anyway.
+func TestAShortHMACSecretRefusesToStart(t *testing.T) {
+	for _, s := range []string{"s3cret", strings.Repeat("x", MinHMACKeyBytes-1)} {
+		_, err := New(Config{Enabled: true, Secret: s})
+		if err == nil || !strings.Contains(err.Error(), "RFC 7518") || !strings.Contains(err.Error(), fmt.Sprintf("is %d bytes", len(s))) {
+			t.Errorf("a %d-byte secret: %v", len(s), err)
+		}
+	}
+	v := mustNew(t, Config{Secret: strings.Repeat("x", MinHMACKeyBytes)})
+	if _, err := v.Authenticate(mint(t, jose.HS256, []byte(strings.Repeat("x", MinHMACKeyBytes)), "", claims(nil))); err != nil {
+		t.Fatalf("a 32-byte secret: %v", err)
+	}
+}
+
+// An oct key in a JWKS file or URL is held to the same rule, named by its
+// kid; one long enough verifies HS256 tokens of its kid.
+func TestJWKSOctKeysAreCheckedAndUsed(t *testing.T) {
+	octSet := func(kid string, key []byte) []byte {
+		b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key, KeyID: kid, Algorithm: string(jose.HS256), Use: "sig"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	os.WriteFile(file, octSet("short-1", []byte("sixteen-byte-key")), 0o600)
+	if _, err := New(Config{Enabled: true, JWKSFile: file}); err == nil || !strings.Contains(err.Error(), `"short-1"`) || !strings.Contains(err.Error(), "16 bytes") {
+		t.Fatalf("a JWKS file with a 16-byte oct key: %v", err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(octSet("short-2", []byte("short")))
+	}))
+	defer srv.Close()
+	if _, err := New(Config{Enabled: true, JWKSURL: srv.URL}); err == nil || !strings.Contains(err.Error(), `"short-2"`) {
+		t.Fatalf("a JWKS URL with a 5-byte oct key: %v", err)
+	}
+	long := []byte(strings.Repeat("k", 48))
+	os.WriteFile(file, octSet("long", long), 0o600)
+	v := mustNew(t, Config{JWKSFile: file})
+	if _, err := v.Authenticate(mint(t, jose.HS256, long, "long", claims(nil))); err != nil {
+		t.Fatalf("an HS256 token of the JWKS oct key: %v", err)
+	}
+	if _, err := v.Authenticate(mint(t, jose.HS256, []byte(strings.Repeat("z", 48)), "long", claims(nil))); err != ErrSignature {
+		t.Fatalf("an HS256 token of another key: %v", err)
+	}
 }

@@ -23,7 +23,27 @@ func parseJWKS(b []byte) (*jose.JSONWebKeySet, error) {
 	if len(set.Keys) == 0 {
 		return nil, fmt.Errorf("the JWKS document holds no key")
 	}
+	for _, k := range set.Keys {
+		if b, oct := k.Key.([]byte); oct {
+			if err := checkHMACKey(fmt.Sprintf("the oct key %q", k.KeyID), b); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return &set, nil
+}
+
+// MinHMACKeyBytes is the shortest HMAC key HS256 takes: RFC 7518 §3.2
+// asks for a key of at least the hash's size, 256 bits (go-jose refuses
+// shorter ones when it verifies, so a node given one would answer every
+// token with 401).
+const MinHMACKeyBytes = 32
+
+func checkHMACKey(what string, key []byte) error {
+	if len(key) < MinHMACKeyBytes {
+		return fmt.Errorf("auth: %s is %d bytes; HS256 needs a key of at least %d bytes (RFC 7518 §3.2)", what, len(key), MinHMACKeyBytes)
+	}
+	return nil
 }
 
 func (v *Verifier) loadJWKSFile() error {
