@@ -141,7 +141,7 @@ func TestSealOpenAndRotation(t *testing.T) {
 	}
 }
 
-func TestSealCommandSealsWhatGoesToEncryptingQueues(t *testing.T) {
+func TestSealPayloadsSealsWhatGoesToEncryptingQueues(t *testing.T) {
 	k, err := Load(writeKeys(t, t.TempDir(), "k1 "+newKey(t)+"\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -151,35 +151,34 @@ func TestSealCommandSealsWhatGoesToEncryptingQueues(t *testing.T) {
 	plainPush := &command.PushItem{Queue: "open", Payload: []byte(`{"a":2}`)}
 	timer := &command.TimerOp{Queue: "secret-t", Payload: []byte(`{"t":1}`)}
 	clientSealed := &command.TimerOp{Queue: "secret-t", TimerKey: "c", Payload: []byte(`"client"`), Encrypted: true}
-	cancel := &command.TimerOp{Kind: command.TimerOp_CANCEL, Queue: "secret-t"}
-	cmd := &command.Command{Body: &command.Command_Transaction{Transaction: &command.Transaction{
-		Ops:    []*command.TxnOp{{Op: &command.TxnOp_Push{Push: push}}, {Op: &command.TxnOp_Push{Push: plainPush}}},
-		Timers: []*command.TimerOp{timer, clientSealed, cancel}}}}
-	if !CarriesPayloads(cmd) || !Encrypting(cmd, encrypts) {
-		t.Fatal("the transaction carries payloads for an encrypting queue")
+	each := func(p func(*command.PushItem), tm func(*command.TimerOp)) {
+		p(push)
+		p(plainPush)
+		tm(timer)
+		tm(clientSealed)
 	}
-	if !k.SealCommand(cmd, encrypts) {
+	if !k.SealPayloads(each, encrypts) {
 		t.Fatal("nothing sealed")
 	}
 	if !Sealed(push.Payload) || Sealed(plainPush.Payload) || !Sealed(timer.Payload) || !timer.Encrypted {
 		t.Fatalf("sealed: push %v, plain push %v, timer %v/%v", Sealed(push.Payload), Sealed(plainPush.Payload), Sealed(timer.Payload), timer.Encrypted)
 	}
-	if Sealed(clientSealed.Payload) || Sealed(cancel.Payload) {
-		t.Fatal("a client-encrypted timer or a cancel was sealed")
+	if Sealed(clientSealed.Payload) {
+		t.Fatal("a client-encrypted timer was sealed")
 	}
 	before := bytes.Clone(push.Payload)
-	if k.SealCommand(cmd, encrypts) || !bytes.Equal(before, push.Payload) {
+	if k.SealPayloads(each, encrypts) || !bytes.Equal(before, push.Payload) {
 		t.Fatal("a retried proposal was sealed twice")
 	}
 	var names []string
-	if added := NoteKeys(cmd, &names); len(added) != 1 || added[0] != "k1" {
+	if added := NoteKeys(each, &names); len(added) != 1 || added[0] != "k1" {
 		t.Fatalf("noted %v", added)
 	}
-	if added := NoteKeys(cmd, &names); len(added) != 0 || len(names) != 1 {
+	if added := NoteKeys(each, &names); len(added) != 0 || len(names) != 1 {
 		t.Fatalf("noted again %v, names %v", added, names)
 	}
-	pop := &command.Command{Body: &command.Command_Pop{Pop: &command.Pop{Queue: "secret"}}}
-	if CarriesPayloads(pop) || k.SealCommand(pop, encrypts) {
-		t.Fatal("a pop carries payloads")
+	var none Keyring
+	if (*Keyring)(nil).SealPayloads(each, encrypts) || none.SealPayloads(func(func(*command.PushItem), func(*command.TimerOp)) {}, encrypts) {
+		t.Fatal("sealed with no keyring, or with no payloads")
 	}
 }

@@ -8,8 +8,7 @@ import (
 	"github.com/queen-node/queen-node/store"
 )
 
-// Audited commands are recorded with their actor, newest first in List,
-// others are not, and only the newest MaxRecords are kept.
+// Records are kept newest first in List, and only the newest MaxRecords.
 func TestTheTrailKeepsTheNewest(t *testing.T) {
 	db, err := store.Open(filepath.Join(t.TempDir(), "s.db"), []store.Bucket{Bucket}, store.Options{NoSync: true})
 	if err != nil {
@@ -17,16 +16,14 @@ func TestTheTrailKeepsTheNewest(t *testing.T) {
 	}
 	defer db.Close()
 	var count uint64
-	del := func(q string) *command.Command {
-		return &command.Command{Actor: "ops", Body: &command.Command_DeleteQueue{DeleteQueue: &command.DeleteQueue{Queue: q}}}
+	del := func(i int) *command.AuditRecord {
+		return &command.AuditRecord{AtUs: int64(i), Actor: "ops", Action: "delete_queue", Detail: `queue="q"`}
 	}
-	push := &command.Command{Actor: "app", Body: &command.Command_Push{Push: &command.Push{}}}
 	n := MaxRecords + 5
 	err = db.Update(func(b *store.Batch) error {
 		for i := 1; i <= n; i++ {
 			tx := b.Begin()
-			Record(tx, uint64(2*i), int64(i), del("q"), &count)
-			Record(tx, uint64(2*i+1), int64(i), push, &count) // not audited
+			Record(tx, uint64(2*i), del(i), &count)
 			if err := tx.Commit(); err != nil {
 				return err
 			}

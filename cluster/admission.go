@@ -1,6 +1,9 @@
 package cluster
 
-import "github.com/queen-node/queen-node/command"
+import (
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/fsm"
+)
 
 // Admission (addendum §4.9): a node takes a client's write only while it has
 // room for it. Room is a slot among MaxInflight (the writes waiting for
@@ -16,7 +19,7 @@ const DefaultMaxInflight = 1024
 
 // admit takes a slot for cmd, or says why it cannot; release gives it back.
 func (n *Node) admit(cmd *command.Command) (release func(), err error) {
-	if addsData(cmd) && n.disk.Low() {
+	if k := fsm.KindOf(cmd); k != nil && k.WhenFull == fsm.RefusedWhenFull && n.disk.Low() {
 		return nil, ErrStorageFull
 	}
 	select {
@@ -25,16 +28,4 @@ func (n *Node) admit(cmd *command.Command) (release func(), err error) {
 	default:
 		return nil, ErrOverloaded
 	}
-}
-
-// addsData reports whether cmd can make the state bigger (messages, KV
-// entries, timers, queues). Pops, acks, seeks and deletions write little
-// or free space, and a consumer must be able to drain a full node.
-func addsData(cmd *command.Command) bool {
-	switch cmd.Body.(type) {
-	case *command.Command_Push, *command.Command_Transaction, *command.Command_Kv, *command.Command_Timers,
-		*command.Command_Configure, *command.Command_Locks:
-		return true
-	}
-	return false
 }

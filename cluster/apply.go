@@ -21,7 +21,7 @@ type Forwarder interface {
 	Pop(ctx context.Context, addr string, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context, addr string) (uint64, error)
 	Query(ctx context.Context, addr string, q *command.Query) (*command.QueryResult, error)
-	RemoveServer(ctx context.Context, addr, id string) error
+	RemoveServer(ctx context.Context, addr, id, actor string) error
 }
 
 // SetForwarder installs the client used to reach the leader.
@@ -100,9 +100,7 @@ func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, 
 // a call the leader would have let through a little earlier than it
 // would, never one the switches let through for good.
 func (n *Node) refused(cmd *command.Command) proto.Message {
-	switch cmd.Body.(type) {
-	case *command.Command_Kv, *command.Command_Locks, *command.Command_Timers, *command.Command_Transaction, *command.Command_Seek:
-	default:
+	if k := fsm.KindOf(cmd); k == nil || !k.Refuses() {
 		return nil
 	}
 	var res proto.Message

@@ -177,6 +177,31 @@ func (n *Node) retain(stop chan struct{}) {
 	}
 }
 
+// DrainPushBuffer appends, a bounded number of steps (each an entry on
+// the leader, each within timeout), the pushes push maintenance held, and
+// returns how many still wait (the leader's loop, drainBuffer, goes on
+// with them; an error here is the loop's to retry). A POST that ends push
+// maintenance calls it so that its answer says what is left.
+func (n *Node) DrainPushBuffer(ctx context.Context, timeout time.Duration) uint64 {
+	var left uint64
+	for range drainSteps {
+		c, cancel := context.WithTimeout(ctx, timeout)
+		res, err := n.Apply(c, &command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{}}})
+		cancel()
+		d, ok := res.(*command.DrainResult)
+		if err != nil || !ok {
+			return left
+		}
+		if left = d.Remaining; left == 0 || d.Appended == 0 {
+			return left
+		}
+	}
+	return left
+}
+
+// drainSteps bounds the drain entries DrainPushBuffer proposes.
+const drainSteps = 100
+
 // drainBuffer appends, in bounded steps, the pushes push maintenance held
 // once it is off (spec §4.14). A POST that ends maintenance drains too;
 // this finishes what it left, or what a leader change interrupted.

@@ -394,7 +394,7 @@ func TestFourthNodeJoinsWithTheSameCommandLine(t *testing.T) {
 	}
 	// An operator removes a node that is gone for good.
 	n4.stop(true)
-	if err := c.nodes[0].node.RemoveServer(context.Background(), "n4"); err != nil {
+	if err := c.nodes[0].node.RemoveServer(context.Background(), "n4", "ops"); err != nil {
 		t.Fatal(err)
 	}
 	for _, nv := range c.leader().node.Cluster().Nodes {
@@ -402,7 +402,7 @@ func TestFourthNodeJoinsWithTheSameCommandLine(t *testing.T) {
 			t.Fatal("n4 is still a voter")
 		}
 	}
-	if err := c.nodes[0].node.RemoveServer(context.Background(), "nope"); !errors.Is(err, cluster.ErrUnknownServer) {
+	if err := c.nodes[0].node.RemoveServer(context.Background(), "nope", "ops"); !errors.Is(err, cluster.ErrUnknownServer) {
 		t.Fatalf("removing an unknown node: %v", err)
 	}
 }

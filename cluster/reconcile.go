@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/queen-node/queen-node/command"
 )
 
 // reconcile runs on the leader: every live gossip member that is not a
@@ -61,15 +63,17 @@ var ErrUnknownServer = errors.New("cluster: no such server in the configuration"
 
 // RemoveServer removes a node from the Raft configuration (an operator's
 // decision; see reconcile). It runs on the leader.
-func (n *Node) RemoveServer(ctx context.Context, id string) error {
+func (n *Node) RemoveServer(ctx context.Context, id, actor string) error {
 	_, err := route(n, ctx,
-		func() (struct{}, error) { return struct{}{}, n.RemoveServerLocal(id) },
-		func(addr string) (struct{}, error) { return struct{}{}, n.fwd.RemoveServer(ctx, addr, id) })
+		func() (struct{}, error) { return struct{}{}, n.RemoveServerLocal(id, actor) },
+		func(addr string) (struct{}, error) { return struct{}{}, n.fwd.RemoveServer(ctx, addr, id, actor) })
 	return err
 }
 
-// RemoveServerLocal removes id if this node leads.
-func (n *Node) RemoveServerLocal(id string) error {
+// RemoveServerLocal removes id if this node leads, and records the
+// removal in the audit trail (an entry of its own after the configuration
+// change, made by actor).
+func (n *Node) RemoveServerLocal(id, actor string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}
@@ -88,6 +92,13 @@ func (n *Node) RemoveServerLocal(id string) error {
 		return fmt.Errorf("cluster: remove %s: %w", id, mapRaftError(err))
 	}
 	n.log.Info("removed a voter", "id", id)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	note := &command.Command{Actor: actor, Body: &command.Command_AuditNote{AuditNote: &command.AuditNote{
+		Action: "remove_voter", Detail: fmt.Sprintf("id=%q", id)}}}
+	if _, err := n.applyLocal(ctx, note); err != nil {
+		n.log.Warn("removed a voter but could not record it in the audit trail", "id", id, "err", err)
+	}
 	return nil
 }
 

@@ -17,13 +17,19 @@ import (
 // sealed, so both kinds are read back right).
 func (n *Node) seal(cmd *command.Command) error {
 	keys := n.cfg.Keys
-	if keys == nil || !atrest.CarriesPayloads(cmd) {
+	if keys == nil {
+		return nil
+	}
+	each := func(push func(*command.PushItem), timer func(*command.TimerOp)) { fsm.EachPayload(cmd, push, timer) }
+	carries := false
+	each(func(*command.PushItem) { carries = true }, func(*command.TimerOp) { carries = true })
+	if !carries {
 		return nil
 	}
 	return n.fsm.Read(func(r *fsm.Reader) error {
 		var last string
 		var lastEncrypts bool
-		keys.SealCommand(cmd, func(queue string) bool {
+		keys.SealPayloads(each, func(queue string) bool {
 			if queue != last || last == "" { // a command's items mostly share one queue
 				rec := r.Queue(queue)
 				last, lastEncrypts = queue, rec != nil && rec.GetOptions().GetEncryptionEnabled()

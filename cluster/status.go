@@ -165,3 +165,16 @@ func (n *Node) PartitionQueue(ctx context.Context, pid []byte) (string, bool) {
 	_ = n.Read(ctx, Linearizable, find)
 	return q, q != ""
 }
+
+// LeaseQueues resolves a lease id to the queues of the partitions it
+// holds (for a scope check), as PartitionQueue does a partition; false
+// when no partition is held under it.
+func (n *Node) LeaseQueues(ctx context.Context, leaseID string) ([]string, bool) {
+	var qs []string
+	find := func(r *fsm.Reader) error { qs = r.LeaseQueues(leaseID); return nil }
+	if _ = n.Read(ctx, Stale, find); len(qs) > 0 {
+		return qs, true
+	}
+	_ = n.Read(ctx, Linearizable, find)
+	return qs, len(qs) > 0
+}

@@ -297,8 +297,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // it, or discards it when the handler refuses the command as a whole.
 func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Command, index uint64, now int64,
 	meta *command.MetaRecord, changes *Changes) proto.Message {
-	h := handlerFor(cmd)
-	if h == nil {
+	k := KindOf(cmd)
+	if k == nil {
 		if cmd.Skippable {
 			f.noteSkipped(index)
 			return nil
@@ -311,20 +311,25 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 	c := &applyCtx{tx: b.Begin(), index: index, now: now, meta: meta}
 	c.q = f.queue.Begin(c.tx, msgs, index, now)
 	start := time.Now()
-	res, keep := f.runHandler(h, c, cmd)
+	res, keep := f.runHandler(k, c, cmd)
 	if m := f.opts.Metrics; m != nil {
-		m.applySeconds.WithLabelValues(h.name).Observe(time.Since(start).Seconds())
+		m.applySeconds.WithLabelValues(k.Name).Observe(time.Since(start).Seconds())
 	}
 	if !keep {
 		c.tx.Discard()
 		c.q.Discard()
 	} else {
 		c.q.Keep()
-		audit.Record(c.tx, index, now, cmd, &meta.AuditRecords)
+		if action, detail := k.Audit(cmd); action != "" {
+			audit.Record(c.tx, index, &command.AuditRecord{AtUs: now, Actor: cmd.Actor, Action: action, Detail: detail},
+				&meta.AuditRecords)
+		}
 		if f.opts.Keys == nil && cmd.GetConfigure().GetOptions().GetEncryptionEnabled() {
 			f.warnKeyless(cmd.GetConfigure().Queue)
 		}
-		for _, name := range atrest.NoteKeys(cmd, &meta.SealingKeys) {
+		for _, name := range atrest.NoteKeys(func(push func(*command.PushItem), timer func(*command.TimerOp)) {
+			k.Payloads(cmd, push, timer)
+		}, &meta.SealingKeys) {
 			if !f.opts.Keys.Has(name) {
 				f.log.Error("an entry holds payloads encrypted with a key this node's key file lacks: it cannot serve them",
 					"key", name, "index", index)
@@ -351,10 +356,10 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 // runHandler runs h and flushes its cached records into the staged
 // transaction. A deterministic panic discards the command on every replica
 // alike, so the replicas stay equal and the node stays up.
-func (f *FSM) runHandler(h *handler, c *applyCtx, cmd *command.Command) (res proto.Message, keep bool) {
+func (f *FSM) runHandler(k *Kind, c *applyCtx, cmd *command.Command) (res proto.Message, keep bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			f.log.Error("command panicked; its writes were discarded", "index", c.index, "op", h.name, "panic", r)
+			f.log.Error("command panicked; its writes were discarded", "index", c.index, "op", k.Name, "panic", r)
 			if m := f.opts.Metrics; m != nil {
 				m.applyPanics.Inc()
 			}
@@ -365,7 +370,7 @@ func (f *FSM) runHandler(h *handler, c *applyCtx, cmd *command.Command) (res pro
 			}
 		}
 	}()
-	return h.apply(c, cmd)
+	return k.Apply(c, cmd)
 }
 
 // Read runs fn on a consistent view of the state as of a whole applied

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
+	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
@@ -53,6 +56,19 @@ func applyDeleteGroup(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 
 func applySetSubscription(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	return c.q.SetSubscription(cmd.GetSetSubscription()), true
+}
+
+// seekRefusal: a seek that names a queue or partition this view does not
+// hold is answered without an entry.
+func seekRefusal(rd *Reader, cmd *command.Command) proto.Message {
+	s := cmd.GetSeek()
+	if rd.Queue(s.Queue) == nil {
+		return &command.SeekResult{}
+	}
+	if s.OnePartition && !rd.HasPartition(s.Queue, s.Partition) {
+		return &command.SeekResult{QueueFound: true}
+	}
+	return nil
 }
 
 // applySeek moves a group; a seek that finds no queue (or no partition)
@@ -117,7 +133,7 @@ func applyRetain(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 // refused whole (never half applied).
 func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	ops := cmd.GetTimers().Ops
-	if off := switchedOff(c.meta, cmd); off != nil {
+	if off := timersSwitchedOff(c.meta, cmd); off != nil {
 		return off, false
 	}
 	if at := timers.Conflict(ops, c.q.Encrypts); at >= 0 {
@@ -129,6 +145,27 @@ func applyTimerBatch(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		res.Results = append(res.Results, t.Op(i, op))
 	}
 	return res, true
+}
+
+// timersAccess: a write-only (producer) token schedules timers but never
+// cancels one.
+func timersAccess(cmd *command.Command) Access {
+	for _, op := range cmd.GetTimers().Ops {
+		if op.Kind == command.TimerOp_CANCEL {
+			return Access{Level: auth.ReadWrite}
+		}
+	}
+	return Access{Level: auth.ReadWrite, Producer: true}
+}
+
+// eachSchedule calls timer for every op of ops that schedules (a cancel
+// carries no payload).
+func eachSchedule(ops []*command.TimerOp, timer func(*command.TimerOp)) {
+	for _, op := range ops {
+		if op.Kind != command.TimerOp_CANCEL {
+			timer(op)
+		}
+	}
 }
 
 // applyFireTimers fires the timers due by this entry's time, unless the
@@ -153,6 +190,19 @@ func applyReplayDeadLetter(c *applyCtx, cmd *command.Command) (proto.Message, bo
 	return res, res.Verdict == command.ReplayResult_MOVED
 }
 
+func replayAudit(cmd *command.Command) (string, string) {
+	r := cmd.GetReplayDeadLetter()
+	to := "own partition"
+	if r.Queue != "" {
+		to = fmt.Sprintf("queue=%q partition=%q", r.Queue, r.Partition)
+	}
+	if len(r.RecordId) > 0 {
+		return "dlq_replay", fmt.Sprintf("record=%x sourceQueue=%q to %s", r.RecordId, r.SourceQueue, to)
+	}
+	return "dlq_replay", fmt.Sprintf("partitionId=%x transactionId=%q group=%q sourceQueue=%q to %s",
+		r.PartitionId, r.TransactionId, r.ConsumerGroup, r.SourceQueue, to)
+}
+
 func applyPurgeDeadLetters(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	res := c.q.PurgeDeadLetters(cmd.GetPurgeDeadLetters())
 	return res, res.Purged > 0
@@ -161,4 +211,14 @@ func applyPurgeDeadLetters(c *applyCtx, cmd *command.Command) (proto.Message, bo
 func applyRecordTrace(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	res := c.q.RecordTrace(cmd.GetRecordTrace())
 	return res, res.Found
+}
+
+// applyIdempotencyRecord has no effect but its result, the refusal, which
+// applyCommand stores under the command's key as it stores every keyed
+// command's outcome (package idempotency).
+func applyIdempotencyRecord(_ *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	if r := cmd.GetIdempotencyRecord().GetRefusal(); r != nil {
+		return r, true
+	}
+	return &command.Refusal{}, true
 }

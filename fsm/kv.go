@@ -26,7 +26,7 @@ func (c *applyCtx) kvOps(ops []*command.KVOp) ([]*command.KVResult, int) {
 // order; a required op that loses rolls the whole call back.
 func applyKV(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetKv()
-	if off := switchedOff(c.meta, cmd); off != nil {
+	if off := kvSwitchedOff(c.meta); off != nil {
 		return off, false
 	}
 	res, failed := c.kvOps(in.Ops)

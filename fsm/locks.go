@@ -11,7 +11,7 @@ import (
 // package locks at the entry's time. A permit is a KV row, so the
 // operator's KV switch stops locks too.
 func applyLocks(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	if off := switchedOff(c.meta, cmd); off != nil {
+	if off := locksSwitchedOff(c.meta); off != nil {
 		return off, false
 	}
 	return &command.LocksResult{Results: locks.Apply(c.tx, cmd.GetLocks().Ops, c.now, c.index)}, true

@@ -170,26 +170,6 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 	return rd.Reader.PopReadiness(in, now, limit)
 }
 
-// Answer runs a query at time now: the one place each query is read.
-func (rd *Reader) Answer(q *command.Query, now int64) (*command.QueryResult, error) {
-	switch b := q.Body.(type) {
-	case *command.Query_Kv:
-		return &command.QueryResult{Body: &command.QueryResult_Kv{Kv: rd.KVReads(b.Kv.Ops, now)}}, nil
-	case *command.Query_Timer:
-		return &command.QueryResult{Body: &command.QueryResult_Timer{Timer: &command.TimerGetResult{
-			Timer: rd.Timer(b.Timer.Queue, b.Timer.TimerKey)}}}, nil
-	case *command.Query_Timers:
-		rows, truncated := rd.Timers(b.Timers.Queue, b.Timers.After, int(b.Timers.Limit))
-		return &command.QueryResult{Body: &command.QueryResult_Timers{Timers: &command.TimerListResult{
-			Timers: rows, Truncated: truncated}}}, nil
-	case *command.Query_TimerCount:
-		return &command.QueryResult{Body: &command.QueryResult_TimerCount{TimerCount: &command.TimerCountResult{
-			Count: uint64(rd.TimerCount(b.TimerCount.Queue, b.TimerCount.Prefix))}}}, nil
-	}
-	// Only a node of a newer version asks what this one does not know.
-	return nil, fmt.Errorf("fsm: unknown query %T", q.Body)
-}
-
 // KV answers a KV read at time now.
 func (rd *Reader) KV(op *command.KVOp, now int64) *command.KVResult {
 	return kvstore.Read(rd.r, op, now)

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
@@ -43,57 +45,69 @@ func applySetSwitches(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 // Switches reports the operator switches.
 func (rd *Reader) Switches() *command.SwitchesResult { return switchesOf(rd.Meta()) }
 
-// switchedOff is the refusal the operator's kill switches give cmd, or nil
-// (addendum §4.4): KV calls and transactions with KV while KV is off,
-// timer schedules (standalone or in a transaction) while scheduling is
-// off. Apply answers with it; so does the pre-check a node makes before it
-// proposes (Reader.SwitchedOff), so that a refused call writes no entry.
-func switchedOff(m *command.MetaRecord, cmd *command.Command) proto.Message {
-	switch b := cmd.Body.(type) {
-	case *command.Command_Kv:
-		if m.KvDisabled {
-			return &command.KVBatchResult{Ok: false, Reason: command.Reason_KV_DISABLED, FailedIndex: -1}
-		}
-	case *command.Command_Locks: // a permit is a KV row
-		if m.KvDisabled {
-			return &command.LocksResult{Reason: command.Reason_KV_DISABLED}
-		}
-	case *command.Command_Timers:
-		if m.TimersScheduleDisabled && timers.Schedules(b.Timers.Ops) {
-			return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}
-		}
-	case *command.Command_Transaction:
-		in := b.Transaction
-		refuse := func(reason command.Reason, text string) proto.Message {
-			return &command.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}
-		}
-		if len(in.Kv) > 0 && m.KvDisabled {
-			return refuse(command.Reason_KV_DISABLED, "kv is disabled by the operator")
-		}
-		if m.TimersScheduleDisabled && timers.Schedules(in.Timers) {
-			return refuse(command.Reason_TIMERS_DISABLED, "timer scheduling is disabled by the operator")
-		}
+// The refusals the operator's kill switches give (addendum §4.4): KV
+// calls, lock calls (a permit is a KV row) and transactions with KV while
+// KV is off, timer schedules (standalone or in a transaction) while
+// scheduling is off. Apply answers with them; so does the check a node
+// makes before it proposes (Kind.Refusal), so that a refused call writes
+// no entry.
+
+func kvSwitchedOff(m *command.MetaRecord) proto.Message {
+	if m.KvDisabled {
+		return &command.KVBatchResult{Ok: false, Reason: command.Reason_KV_DISABLED, FailedIndex: -1}
 	}
 	return nil
 }
 
+func locksSwitchedOff(m *command.MetaRecord) proto.Message {
+	if m.KvDisabled {
+		return &command.LocksResult{Reason: command.Reason_KV_DISABLED}
+	}
+	return nil
+}
+
+func timersSwitchedOff(m *command.MetaRecord, cmd *command.Command) proto.Message {
+	if m.TimersScheduleDisabled && timers.Schedules(cmd.GetTimers().Ops) {
+		return &command.TimerBatchResult{Reason: command.Reason_TIMERS_DISABLED}
+	}
+	return nil
+}
+
+func transactionSwitchedOff(m *command.MetaRecord, cmd *command.Command) proto.Message {
+	in := cmd.GetTransaction()
+	refuse := func(reason command.Reason, text string) proto.Message {
+		return &command.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}
+	}
+	if len(in.Kv) > 0 && m.KvDisabled {
+		return refuse(command.Reason_KV_DISABLED, "kv is disabled by the operator")
+	}
+	if m.TimersScheduleDisabled && timers.Schedules(in.Timers) {
+		return refuse(command.Reason_TIMERS_DISABLED, "timer scheduling is disabled by the operator")
+	}
+	return nil
+}
+
+func switchesAudit(cmd *command.Command) (string, string) {
+	s := cmd.GetSetSwitches()
+	return "set_switches", fmt.Sprintf("pushMaintenance=%s popMaintenance=%s kv=%s timersSchedule=%s timersFire=%s",
+		opt(s.PushMaintenance), opt(s.PopMaintenance), opt(s.KvEnabled), opt(s.TimersScheduleEnabled), opt(s.TimersFireEnabled))
+}
+
+func opt(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return fmt.Sprint(*b)
+}
+
 // Refused is the answer apply would give cmd without changing anything,
-// when this view already shows it: the operator's switches are off for it,
-// or a seek names a queue or partition that does not exist. nil: cmd must
+// when this view already shows it (its kind's Refusal), or nil: cmd must
 // be proposed (apply decides again, on the state it meets). A node asks
 // before it proposes, so that a call refused for these reasons writes no
 // entry at all.
 func (rd *Reader) Refused(cmd *command.Command) proto.Message {
-	if off := switchedOff(rd.Meta(), cmd); off != nil {
-		return off
-	}
-	if s := cmd.GetSeek(); s != nil {
-		if rd.Queue(s.Queue) == nil {
-			return &command.SeekResult{}
-		}
-		if s.OnePartition && !rd.HasPartition(s.Queue, s.Partition) {
-			return &command.SeekResult{QueueFound: true}
-		}
+	if k := KindOf(cmd); k != nil {
+		return k.Refusal(rd, cmd)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		return &command.TxnResult{TransactionId: in.TransactionId, Reason: reason, Error: text, FailedIndex: -1}, false
 	}
 
-	if off := switchedOff(c.meta, cmd); off != nil {
+	if off := transactionSwitchedOff(c.meta, cmd); off != nil {
 		return off, false
 	}
 	if at := timers.Conflict(in.Timers, c.q.Encrypts); at >= 0 {
@@ -107,4 +107,45 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	res.Results = results
 	res.FailedIndex = -1
 	return res, true
+}
+
+// transactionTouches names what a transaction touches, every rider
+// included: the queue of each push, the partition of each ack, the
+// namespace of each KV op (a lock's guard is one), the queue of each timer
+// and of each position.
+func transactionTouches(cmd *command.Command, touch func(Touch)) {
+	in := cmd.GetTransaction()
+	for _, op := range in.Ops {
+		if p := op.GetPush(); p != nil {
+			touch(Queue(p.Queue))
+		}
+		if a := op.GetAck(); a != nil {
+			touch(Partition(a.PartitionId))
+		}
+	}
+	for _, op := range in.Kv {
+		touch(Namespace(op.Ns))
+	}
+	for _, op := range in.Timers {
+		touch(Queue(op.Queue))
+	}
+	for _, p := range in.Positions {
+		touch(Queue(p.Queue))
+	}
+}
+
+// transactionPayloads visits a transaction's pushes and the timers it
+// schedules (the messages they will append).
+func transactionPayloads(cmd *command.Command, push func(*command.PushItem), timer func(*command.TimerOp)) {
+	in := cmd.GetTransaction()
+	for _, op := range in.Ops {
+		if p := op.GetPush(); p != nil {
+			push(p)
+		}
+	}
+	eachSchedule(in.Timers, timer)
+}
+
+func transactionRefusal(rd *Reader, cmd *command.Command) proto.Message {
+	return transactionSwitchedOff(rd.Meta(), cmd)
 }

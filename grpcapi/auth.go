@@ -13,61 +13,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/pipeline"
 )
 
 // JWT on gRPC: the same tokens as on HTTP, in the per-call metadata
-// "authorization" ("Bearer <token>"), with the same levels (spec §3 on
-// HTTP, the method's HTTP twin here). Refusals are UNAUTHENTICATED (the
+// "authorization" ("Bearer <token>"), with the same levels: each method's
+// row of the access table (package pipeline) is its HTTP twin's. Refusals are UNAUTHENTICATED (the
 // HTTP 401s) and PERMISSION_DENIED (403) with the spec's texts.
-
-type methodAccess struct {
-	level    auth.Level
-	producer bool
-}
-
-const publicService = "/queen.v1.Queen/"
-
-// queenLevels lists the queen.v1 methods that need another level than
-// read-write.
-var queenLevels = map[string]methodAccess{
-	"Push":        {level: auth.ReadWrite, producer: true},
-	"Timers":      {level: auth.ReadWrite, producer: true},
-	"DeleteQueue": {level: auth.Admin},
-	"GetTimer":    {level: auth.ReadOnly},
-	"ListTimers":  {level: auth.ReadOnly},
-	"CountTimers": {level: auth.ReadOnly},
-	// The HTTP twins' levels (httpapi/levels.go): reads read-only, a
-	// deletion, a replay and a trace read-write, a purge admin.
-	"ListMessages":     {level: auth.ReadOnly},
-	"GetMessage":       {level: auth.ReadOnly},
-	"ListTraces":       {level: auth.ReadOnly},
-	"TracesByName":     {level: auth.ReadOnly},
-	"TraceNames":       {level: auth.ReadOnly},
-	"PurgeDeadLetters": {level: auth.Admin},
-	"QueueDepth":       {level: auth.ReadOnly},
-	// Reads only are read-only, as on POST /api/v1/kv; writes need
-	// read-write (auth.MayRun).
-	"Kv": {level: auth.ReadOnly},
-}
-
-// accessOf is what a full method name needs. Health and reflection are
-// public. The internal forwarding service is peer-to-peer: it is not
-// behind tokens (its callers are nodes).
-func accessOf(method string) methodAccess {
-	name, ok := strings.CutPrefix(method, publicService)
-	if !ok {
-		return methodAccess{level: auth.Public}
-	}
-	if a, ok := queenLevels[name]; ok {
-		return a
-	}
-	return methodAccess{level: auth.ReadWrite}
-}
 
 // authorize is the check both interceptors make.
 func authorize(ctx context.Context, v *auth.Verifier, method string) (context.Context, error) {
-	acc := accessOf(method)
-	if v == nil || acc.level == auth.Public {
+	acc := pipeline.MethodAccess(method)
+	if v == nil || acc.Level == auth.Public {
 		return ctx, nil
 	}
 	var header string
@@ -77,7 +34,7 @@ func authorize(ctx context.Context, v *auth.Verifier, method string) (context.Co
 		}
 	}
 	id, aerr := v.Authenticate(header)
-	if aerr == nil && !id.Allows(acc.level, acc.producer) {
+	if aerr == nil && !id.Allows(acc.Level, acc.Producer) {
 		aerr = auth.ErrInsufficient
 	}
 	if aerr != nil {
@@ -136,11 +93,4 @@ func peerOnly(verified func(tls.ConnectionState) bool) grpc.UnaryServerIntercept
 		}
 		return handler(ctx, req)
 	}
-}
-
-// MethodAccess is the level a full method name needs and whether a
-// write-only token may call it (for the auth matrix).
-func MethodAccess(method string) (auth.Level, bool) {
-	a := accessOf(method)
-	return a.level, a.producer
 }

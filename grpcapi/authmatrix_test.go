@@ -16,10 +16,10 @@ import (
 
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/auth/authtest"
-	"github.com/queen-node/queen-node/grpcapi"
 	"github.com/queen-node/queen-node/grpcapi/grpctest"
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
 	pb "github.com/queen-node/queen-node/grpcapi/queenpb"
+	"github.com/queen-node/queen-node/pipeline"
 	"github.com/queen-node/queen-node/tlsfiles"
 	"github.com/queen-node/queen-node/tlsfiles/tlstest"
 )
@@ -40,7 +40,8 @@ func TestGRPCAuthMatrixOfEveryMethod(t *testing.T) {
 	for i := 0; i < methods.Len(); i++ {
 		m := methods.Get(i)
 		full := "/" + string(svc.FullName()) + "/" + string(m.Name())
-		level, producer := grpcapi.MethodAccess(full)
+		acc := pipeline.MethodAccess(full)
+		level, producer := acc.Level, acc.Producer
 		for _, k := range kinds {
 			call := func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

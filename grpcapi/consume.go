@@ -5,11 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
@@ -37,8 +34,8 @@ func (s *Public) Consume(in *queenpb.ConsumeRequest, stream queenpb.Queen_Consum
 		return publicStatus(err)
 	}
 	ctx := stream.Context()
-	if !auth.CommandInScope(ctx, &command.Command{Body: &command.Command_Pop{Pop: cmd}}, nil) {
-		return status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
+	if err := s.pipe.Authorize(ctx, &command.Command{Body: &command.Command_Pop{Pop: cmd}}); err != nil {
+		return publicStatus(err)
 	}
 	t := &leaseTracker{s: s, req: in, watch: cmd.Queue, leases: map[string]*heldLease{}}
 	go t.renewLoop(ctx)
@@ -56,7 +53,7 @@ func (s *Public) Consume(in *queenpb.ConsumeRequest, stream queenpb.Queen_Consum
 			return err
 		}
 		round := proto.Clone(cmd).(*command.Pop) // the node mints a fresh lease id per pop
-		res, err := s.node.Pop(ctx, round, wait)
+		res, err := s.pipe.Pop(ctx, round, wait)
 		if ctx.Err() != nil {
 			return nil
 		}

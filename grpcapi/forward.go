@@ -27,7 +27,7 @@ type Leader interface {
 	PopLocal(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context) (uint64, error)
 	QueryLocal(ctx context.Context, q *command.Query) (*command.QueryResult, error)
-	RemoveServerLocal(id string) error
+	RemoveServerLocal(id, actor string) error
 }
 
 // ForwardServer is the leader's side of forwarding.
@@ -80,7 +80,7 @@ func (s *ForwardServer) Query(ctx context.Context, q *command.Query) (*command.Q
 
 // RemoveServer removes a voter on an operator's request.
 func (s *ForwardServer) RemoveServer(ctx context.Context, req *internalpb.RemoveServerRequest) (*internalpb.RemoveServerReply, error) {
-	if err := s.node.RemoveServerLocal(req.Id); err != nil {
+	if err := s.node.RemoveServerLocal(req.Id, req.Actor); err != nil {
 		return nil, forwardStatus(err)
 	}
 	return &internalpb.RemoveServerReply{}, nil
@@ -207,12 +207,12 @@ func (c *ForwardClient) Query(ctx context.Context, addr string, q *command.Query
 }
 
 // RemoveServer asks the leader to remove a voter.
-func (c *ForwardClient) RemoveServer(ctx context.Context, addr, id string) error {
+func (c *ForwardClient) RemoveServer(ctx context.Context, addr, id, actor string) error {
 	cl, _, err := c.client(addr)
 	if err != nil {
 		return err
 	}
-	_, err = cl.RemoveServer(ctx, &internalpb.RemoveServerRequest{Id: id})
+	_, err = cl.RemoveServer(ctx, &internalpb.RemoveServerRequest{Id: id, Actor: actor})
 	return fromForwardStatus(err, true)
 }
 

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/auth"
@@ -16,7 +15,7 @@ import (
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
-	"github.com/queen-node/queen-node/idempotency"
+	"github.com/queen-node/queen-node/pipeline"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -30,6 +29,7 @@ type Node interface {
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
 	Query(ctx context.Context, level cluster.ReadLevel, q *command.Query) (*command.QueryResult, error)
 	PartitionQueue(ctx context.Context, pid []byte) (string, bool)
+	LeaseQueues(ctx context.Context, leaseID string) ([]string, bool)
 	Now() int64
 	Ready() bool
 	// Watch is closed when an applied entry next changes queue.
@@ -46,13 +46,15 @@ type Public struct {
 	queenpb.UnimplementedQueenServer
 	node  Node
 	rules *request.Rules
+	pipe  *pipeline.Pipeline // the write path every front end shares
 	opts  options
 }
 
 // NewPublic serves the public API on node.
 func NewPublic(node Node, opts ...Option) *Public {
 	o := buildOptions(opts)
-	return &Public{node: node, rules: o.rules, opts: o}
+	return &Public{node: node, rules: o.rules, opts: o,
+		pipe: pipeline.New(pipeline.Config{Node: node, Timeout: o.requestTimeout, Logger: o.logger, Front: "grpc"})}
 }
 
 // Metadata names of the Idempotency-Key (package idempotency).
@@ -77,48 +79,39 @@ func (s *Public) keyOf(ctx context.Context, req proto.Message) (*command.Idempot
 	return s.rules.Idempotency(keys[0], callerOf(ctx), method, body)
 }
 
-// refuse answers a refusal of the rules; with a key it is stored first, so
-// that a retry gets the same answer (unless the key already has one).
-func (s *Public) refuse(ctx context.Context, idem *command.Idempotency, err error) error {
-	e := request.FromError(err)
-	if idem == nil || !e.Storable() {
-		return publicStatus(e)
+// call is what the write path needs of a call beyond its command.
+func call(ctx context.Context, idem *command.Idempotency) pipeline.Call {
+	c := pipeline.Call{Idem: idem}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		c.Remote = p.Addr.String()
 	}
-	res, perr := propose[proto.Message](s, ctx, idem, idempotency.Refused(idem, e.Refusal()))
-	if perr != nil {
-		return perr
-	}
-	if stored, ok := res.(*command.Refusal); ok {
-		e = request.FromRefusal(stored)
-	}
-	return publicStatus(e)
+	return c
 }
 
-// propose applies cmd with the call's key (idem may be nil), bounded by
-// the call's context and the write timeout, and returns its result (or the
-// one the key stored first) as T.
-func propose[T proto.Message](s *Public, ctx context.Context, idem *command.Idempotency, cmd *command.Command) (T, error) {
-	var zero T
-	if !auth.MayRun(ctx, cmd) || !auth.CommandInScope(ctx, cmd, func(pid []byte) (string, bool) { return s.node.PartitionQueue(ctx, pid) }) {
-		return zero, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
-	}
-	auth.Stamp(ctx, cmd)
-	cmd.Idempotency = idem
-	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
-	defer cancel()
-	res, err := s.node.Apply(ctx, cmd)
-	if err != nil {
-		return zero, publicStatus(err)
-	}
-	out, replayed, err := idempotency.Outcome(idem, res)
-	if err != nil {
-		return zero, publicStatus(err)
-	}
+// replayedHeader tells the client the answer is what its key stored first.
+func replayedHeader(ctx context.Context, replayed bool) {
 	if replayed {
 		_ = grpc.SetHeader(ctx, metadata.Pairs(mdIdemReplayed, "true"))
 	}
-	if refusal, ok := out.(*command.Refusal); ok && cmd.GetIdempotencyRecord() == nil {
-		return zero, publicStatus(request.FromRefusal(refusal))
+}
+
+// refuse answers a refusal of the rules; with a key it is stored first, so
+// that a retry gets the same answer (unless the key already has one).
+func (s *Public) refuse(ctx context.Context, idem *command.Idempotency, err error) error {
+	answer, replayed := s.pipe.Refuse(ctx, call(ctx, idem), err)
+	replayedHeader(ctx, replayed)
+	return publicStatus(answer)
+}
+
+// propose runs cmd through the write path every front end shares (package
+// pipeline) with the call's key (idem may be nil), and returns its result
+// (or the one the key stored first) as T.
+func propose[T proto.Message](s *Public, ctx context.Context, idem *command.Idempotency, cmd *command.Command) (T, error) {
+	var zero T
+	out, replayed, err := s.pipe.Write(ctx, call(ctx, idem), cmd)
+	replayedHeader(ctx, replayed)
+	if err != nil {
+		return zero, publicStatus(err)
 	}
 	typed, ok := out.(T)
 	if !ok {
@@ -164,10 +157,7 @@ func (s *Public) Pop(ctx context.Context, in *queenpb.PopRequest) (*queenpb.PopR
 	if !match {
 		return &queenpb.PopResponse{Queue: in.Queue}, nil
 	}
-	if !auth.CommandInScope(ctx, &command.Command{Body: &command.Command_Pop{Pop: cmd}}, nil) {
-		return nil, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
-	}
-	res, err := s.node.Pop(ctx, cmd, wait)
+	res, err := s.pipe.Pop(ctx, cmd, wait)
 	if err != nil {
 		return nil, publicStatus(err)
 	}
@@ -347,10 +337,11 @@ func callerOf(ctx context.Context) string {
 	return ""
 }
 
-// query runs a read query the caller's scope allows.
+// query runs a read query the caller may run (pipeline.Query).
 func (s *Public) query(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
-	if !auth.QueryInScope(ctx, q) {
-		return nil, status.Error(codes.PermissionDenied, auth.ErrInsufficient.Msg)
+	res, err := s.pipe.Query(ctx, cluster.Linearizable, q)
+	if err != nil {
+		return nil, publicStatus(err)
 	}
-	return s.node.Query(ctx, cluster.Linearizable, q)
+	return res, nil
 }

@@ -29,6 +29,13 @@ type options struct {
 	auth           *auth.Verifier
 	tls            *tls.Config
 	peerVerified   func(tls.ConnectionState) bool
+	logger         *slog.Logger
+}
+
+// WithLogger is where the public service's audit lines go; default
+// slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
 }
 
 // WithPeerTLS serves the port over TLS (creds: tlsfiles.Peer's

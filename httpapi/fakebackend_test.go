@@ -157,6 +157,10 @@ func (f *fakeBackend) Restore(context.Context, io.Reader) (backup.Header, uint64
 
 func (f *fakeBackend) PartitionQueue(context.Context, []byte) (string, bool) { return "", false }
 
+func (f *fakeBackend) LeaseQueues(context.Context, string) ([]string, bool) { return nil, false }
+
+func (f *fakeBackend) DrainPushBuffer(context.Context, time.Duration) uint64 { return 0 }
+
 func (f *fakeBackend) StateHash() (uint64, string, error) { return 0, "", nil }
 
 func (f *fakeBackend) Load() cluster.LoadStatus { return cluster.LoadStatus{MaxInflight: 1} }
@@ -166,7 +170,7 @@ func (f *fakeBackend) Status() cluster.RaftStatus {
 }
 func (f *fakeBackend) ID() string                   { return "fake" }
 func (f *fakeBackend) Cluster() cluster.ClusterView { return cluster.ClusterView{} }
-func (f *fakeBackend) RemoveServer(ctx context.Context, id string) error {
+func (f *fakeBackend) RemoveServer(ctx context.Context, id, actor string) error {
 	return cluster.ErrUnknownServer
 }
 func (f *fakeBackend) Ready() bool { return true }

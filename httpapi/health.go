@@ -70,16 +70,17 @@ func (a *API) removeNode(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 	defer cancel()
-	if err := a.b.RemoveServer(ctx, id); err != nil {
+	actor := ""
+	if caller := identityOf(r); caller != nil {
+		actor = caller.Sub
+	}
+	// The removal is a Raft configuration change; the leader records it in
+	// the audit trail with an entry of its own.
+	if err := a.b.RemoveServer(ctx, id, actor); err != nil {
 		writeError(w, err)
 		return
 	}
-	// The removal is a Raft configuration change; its audit record is an
-	// entry of its own.
-	note := &command.Command{Body: &command.Command_AuditNote{AuditNote: &command.AuditNote{Action: "remove_voter", Detail: fmt.Sprintf("id=%q", id)}}}
-	if _, ok := a.propose(w, r, nil, note); !ok {
-		return
-	}
+	a.pipe.AuditLine(r.Context(), call(r, nil), "remove_voter", fmt.Sprintf("id=%q", id))
 	writeJSON(w, http.StatusOK, map[string]any{"removed": true, "id": id})
 }
 

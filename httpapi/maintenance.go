@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/queen-node/queen-node/command"
@@ -13,10 +12,6 @@ import (
 // in the log, like the KV and timer switches. While push maintenance is on,
 // pushes are held in the replicated push buffer; turning it off appends
 // them, in order, in bounded drain entries.
-
-// drainSteps bounds the drain entries a POST that ends push maintenance
-// waits for; the leader's own loop drains whatever is left.
-const drainSteps = 100
 
 func maintenanceOut(s *command.SwitchesResult) map[string]any {
 	return map[string]any{
@@ -57,7 +52,7 @@ func (a *API) setMaintenance(w http.ResponseWriter, r *http.Request) {
 	}
 	msg := "Maintenance mode enabled: pushes are buffered until it ends"
 	if !s.PushMaintenance {
-		s.Buffered = a.drain(r.Context())
+		s.Buffered = a.b.DrainPushBuffer(r.Context(), a.cfg.RequestTimeout)
 		msg = "Maintenance mode disabled: buffered pushes appended"
 		if s.Buffered > 0 {
 			msg = "Maintenance mode disabled: buffered pushes are being appended"
@@ -100,24 +95,4 @@ func (a *API) proposeMaintenance(w http.ResponseWriter, r *http.Request, pop boo
 		return nil, false
 	}
 	return res.(*command.SwitchesResult), true
-}
-
-// drain appends buffered pushes, a bounded number of steps, and returns
-// how many still wait (the leader's loop goes on with them; an error here
-// is the loop's to retry).
-func (a *API) drain(ctx context.Context) uint64 {
-	var left uint64
-	for range drainSteps {
-		c, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
-		res, err := a.b.Apply(c, &command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{}}})
-		cancel()
-		d, ok := res.(*command.DrainResult)
-		if err != nil || !ok {
-			return left
-		}
-		if left = d.Remaining; left == 0 || d.Appended == 0 {
-			return left
-		}
-	}
-	return left
 }

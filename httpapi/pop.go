@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/queen-node/queen-node/auth"
-	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -70,11 +68,7 @@ func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop)
 		w.WriteHeader(http.StatusNoContent) // bad values never 4xx on pop: nothing can match
 		return
 	}
-	if !auth.CommandInScope(r.Context(), &command.Command{Body: &command.Command_Pop{Pop: in}}, nil) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
-		return
-	}
-	res, err := a.b.Pop(r.Context(), in, wait)
+	res, err := a.pipe.Pop(r.Context(), in, wait)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/pipeline"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -34,10 +35,12 @@ type Backend interface {
 	Load() cluster.LoadStatus
 	StateHash() (applied uint64, hash string, err error)
 	PartitionQueue(ctx context.Context, pid []byte) (string, bool)
+	LeaseQueues(ctx context.Context, leaseID string) ([]string, bool)
 	Backup(ctx context.Context, w io.Writer, version string) (backup.Header, error)
 	Restore(ctx context.Context, r io.Reader) (backup.Header, uint64, error)
 	Cluster() cluster.ClusterView
-	RemoveServer(ctx context.Context, id string) error
+	RemoveServer(ctx context.Context, id, actor string) error
+	DrainPushBuffer(ctx context.Context, timeout time.Duration) uint64
 	ID() string
 	Ready() bool
 }
@@ -70,6 +73,7 @@ type Config struct {
 type API struct {
 	cfg      Config
 	b        Backend
+	pipe     *pipeline.Pipeline // the write path every front end shares
 	rules    *request.Rules
 	log      *slog.Logger
 	mux      *http.ServeMux
@@ -99,6 +103,7 @@ func New(cfg Config) *API {
 		cfg.Rules = request.New(request.Options{})
 	}
 	a := &API{cfg: cfg, b: cfg.Backend, rules: cfg.Rules, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
+	a.pipe = pipeline.New(pipeline.Config{Node: cfg.Backend, Timeout: cfg.RequestTimeout, Logger: a.log, Front: "http"})
 	var reg prometheus.Registerer
 	if cfg.Registry != nil {
 		reg = cfg.Registry

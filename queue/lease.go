@@ -56,3 +56,16 @@ func (t *Tx) SweepLeases(limit int) (int, bool) {
 	}
 	return len(due), more
 }
+
+// LeaseQueues lists the queues of the partitions leaseID holds, in the
+// order of its holders (a multi-partition pop's lease holds several); nil
+// when no partition is held under it.
+func (rd *Reader) LeaseQueues(leaseID string) []string {
+	var out []string
+	for _, h := range leases.Holders(rd.r, leaseID) {
+		if p := rd.PartitionByID(h.PID); p != nil {
+			out = append(out, p.Queue)
+		}
+	}
+	return out
+}

@@ -28,6 +28,7 @@ const (
 	Overloaded              // the node has too much in flight; nothing was applied, retry after a while
 	StorageFull             // the data disk is nearly full; nothing was applied
 	Internal                // a bug or a corrupt state; nothing was applied
+	Forbidden               // the caller's token does not reach it (its role, or its queues scope); nothing was applied
 )
 
 var kinds = [...]struct {
@@ -46,6 +47,7 @@ var kinds = [...]struct {
 	Overloaded:  {"overloaded", http.StatusTooManyRequests, codes.ResourceExhausted},
 	StorageFull: {"storage_full", http.StatusInsufficientStorage, codes.ResourceExhausted},
 	Internal:    {"internal", http.StatusInternalServerError, codes.Internal},
+	Forbidden:   {"permission_denied", http.StatusForbidden, codes.PermissionDenied},
 }
 
 // HTTPStatus is the kind's HTTP status.
@@ -82,6 +84,8 @@ func (e *Error) InfoReason() string {
 		return e.Reason
 	case e.Code != "":
 		return e.Code
+	case e.Kind == Forbidden:
+		return "permission_denied"
 	}
 	return "bad_request"
 }

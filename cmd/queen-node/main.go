@@ -159,7 +159,7 @@ func run(args []string) error {
 	// (the KV read rate) hold across them.
 	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
 		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL})
-	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier)}
+	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier), grpcapi.WithLogger(log.With("component", "grpc"))}
 	switch {
 	case peer != nil:
 		grpcOpts = append(grpcOpts, grpcapi.WithPeerTLS(peer.SharedServerConfig(certs), peer.Verified))

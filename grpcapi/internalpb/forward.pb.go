@@ -162,6 +162,7 @@ func (x *ReadIndexReply) GetIndex() uint64 {
 type RemoveServerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"` // the operator's token sub, for the audit note
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +200,13 @@ func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
 func (x *RemoveServerRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoveServerRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
 	}
 	return ""
 }
@@ -250,9 +258,10 @@ const file_grpcapi_internalpb_forward_proto_rawDesc = "" +
 	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x12\n" +
 	"\x10ReadIndexRequest\"&\n" +
 	"\x0eReadIndexReply\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"%\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\";\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x13\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\"\x13\n" +
 	"\x11RemoveServerReply2\x80\x03\n" +
 	"\aForward\x12>\n" +
 	"\x05Apply\x12\x19.queen.command.v1.Command\x1a\x1a.queen.command.v1.Response\x12A\n" +

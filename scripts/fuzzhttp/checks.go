@@ -10,7 +10,7 @@ import (
 
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/auth/authtest"
-	"github.com/queen-node/queen-node/httpapi"
+	"github.com/queen-node/queen-node/pipeline"
 )
 
 // The checks of an answer: its status, its body, auth, and no write on a
@@ -120,7 +120,8 @@ func (f *fuzzer) checkAuth(r *req, pattern, path string, kind tokenKind, resp *r
 	if pattern == "" || r.Method == "OPTIONS" || skipPaths[path] {
 		return false
 	}
-	level, producer := httpapi.RouteAccess(pattern)
+	acc := pipeline.RouteAccess(pattern)
+	level, producer := acc.Level, acc.Producer
 	if level == auth.Public {
 		return false
 	}

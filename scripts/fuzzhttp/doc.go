@@ -101,7 +101,7 @@
 //     file apart).
 //   - auth: on a route that is not public, an invalid token is answered
 //     401 and a valid one whose role does not reach the route 403 (spec
-//     §3, §4.17; the levels are httpapi.RouteAccess, judged by
+//     §3, §4.17; the levels are pipeline.RouteAccess, judged by
 //     authtest.Allows), whatever else is wrong with the request.
 //
 // -known (repeatable) names a finding already reported, as kind@route,

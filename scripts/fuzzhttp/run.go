@@ -21,6 +21,7 @@ import (
 	"github.com/queen-node/queen-node/auth/authtest"
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/nodeproc"
+	"github.com/queen-node/queen-node/pipeline"
 )
 
 // Config is one fuzz run.
@@ -359,7 +360,8 @@ func (f *fuzzer) valid() (*req, base) {
 
 // sufficient is a token whose role reaches the route.
 func (f *fuzzer) sufficient(pattern string) tokenKind {
-	level, producer := httpapi.RouteAccess(pattern)
+	acc := pipeline.RouteAccess(pattern)
+	level, producer := acc.Level, acc.Producer
 	var ok []tokenKind
 	for _, k := range f.tok.kinds {
 		if k.exp == expectRole && authtest.Allows(k.role, level, producer) && !strings.Contains(k.name, "scoped") {
