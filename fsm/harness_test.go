@@ -103,7 +103,6 @@ func group(g string) popOpt      { return func(p *command.Pop) { p.ConsumerGroup
 func batch(n uint32) popOpt      { return func(p *command.Pop) { p.Batch = n } }
 func partitions(n uint32) popOpt { return func(p *command.Pop) { p.Partitions = n } }
 func fromAll() popOpt            { return func(p *command.Pop) { p.Subscription = command.Pop_DEFAULT_ALL } }
-func fromNew() popOpt            { return func(p *command.Pop) { p.Subscription = command.Pop_NEW } }
 func autoAck() popOpt            { return func(p *command.Pop) { p.AutoAck = true } }
 func onPartition(n string) popOpt {
 	return func(p *command.Pop) { p.Partition, p.HasPartition = n, true }
