@@ -106,14 +106,14 @@ func (h *domain) ackAll(pr *command.PopResult, status command.AckStatus) []*comm
 func (h *domain) txnAcks(required []string, items ...*command.AckItem) []*command.AckItemResult {
 	h.t.Helper()
 	var out []*command.AckItemResult
-	h.apply(true, func(tx *Tx) {
+	h.entry(func(tx *Tx) bool {
 		out = tx.Acks(items, true, required)
 		for _, r := range out {
 			if !r.Success {
-				tx.Discard()
-				return
+				return false
 			}
 		}
+		return true
 	})
 	return out
 }
@@ -129,11 +129,9 @@ func (h *domain) extend(leaseID string, secs int64) *command.ExtendResult {
 func (h *domain) seek(in *command.Seek) *command.SeekResult {
 	h.t.Helper()
 	var out *command.SeekResult
-	h.apply(true, func(tx *Tx) {
+	h.entry(func(tx *Tx) bool {
 		out = tx.Seek(in)
-		if !out.QueueFound || (in.OnePartition && !out.PartitionFound) {
-			tx.Discard()
-		}
+		return out.QueueFound && (!in.OnePartition || out.PartitionFound)
 	})
 	return out
 }
@@ -150,14 +148,14 @@ func (h *domain) deleteGroup(in *command.DeleteGroup) *command.DeleteGroupResult
 func (h *domain) positions(ops ...*command.PositionOp) bool {
 	h.t.Helper()
 	ok := true
-	h.apply(true, func(tx *Tx) {
+	h.entry(func(tx *Tx) bool {
 		for _, op := range ops {
 			if !tx.SetPosition(op) {
 				ok = false
-				tx.Discard()
-				return
+				break
 			}
 		}
+		return ok
 	})
 	return ok
 }

@@ -65,14 +65,21 @@ func (h *domain) entryTime() int64 {
 // as apply does a command that is refused as a whole.
 func (h *domain) apply(keep bool, fn func(tx *Tx)) {
 	h.t.Helper()
+	h.entry(func(tx *Tx) bool { fn(tx); return keep })
+}
+
+// entry runs fn as the command of the next entry and keeps its writes when
+// fn returns true, as the FSM keeps a handler's (fsm/dispatch.go): false
+// discards every write of the command.
+func (h *domain) entry(fn func(tx *Tx) bool) {
+	h.t.Helper()
 	h.index++
 	now := h.entryTime()
 	batch := h.msgs.Begin()
 	err := h.db.Update(func(b *store.Batch) error {
 		stx := b.Begin()
 		tx := h.d.Begin(stx, batch, h.index, now)
-		fn(tx)
-		if !keep {
+		if !fn(tx) {
 			stx.Discard()
 			tx.Discard()
 			return batch.Flush()
