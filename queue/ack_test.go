@@ -223,3 +223,44 @@ func TestExtendLease(t *testing.T) {
 	eq(t, "expired lease", extend(r.LeaseId, 3).Error, "Lease already expired")
 	eq(t, "ack refused", h.ack(h.ackOf(r, 0, command.AckStatus_COMPLETED))[0].Success, false)
 }
+
+// Inside a transaction (addendum §4.5) an ack without its own leaseId
+// takes its lease evidence from requiredLeases: three acks complete the
+// lease that covers them; a required lease that is not the partition's is
+// refused. (fsm's TestTransactionThreeAcksCompletingOneLease: the
+// transaction hands its requiredLeases over and answers rejected_ack.)
+func TestRequiredLeasesCoverAcksWithoutALeaseID(t *testing.T) {
+	h := newStamped(t)
+	for _, id := range []string{"m0", "m1", "m2"} {
+		h.push(item("q", "", id))
+	}
+	r := h.popq("q", batch(3))
+	var items []*command.AckItem
+	for i := range r.Messages {
+		a := h.ackOf(r, i, command.AckStatus_COMPLETED)
+		a.LeaseId = "" // evidence from requiredLeases instead
+		items = append(items, a)
+	}
+	res := h.txnAcks([]string{r.LeaseId}, items...)
+	for _, a := range res {
+		eq(t, "success", a.Success, true)
+	}
+	eq(t, "released", res[2].LeaseReleased, true)
+	// Wrong lease in requiredLeases: rejected.
+	h.push(item("q", "", "m3"))
+	r = h.popq("q")
+	a := h.ackOf(r, 0, command.AckStatus_COMPLETED)
+	a.LeaseId = ""
+	res = h.txnAcks([]string{"other"}, a)
+	eq(t, "rejected", res[0].Success, false)
+	eq(t, "for its lease", res[0].Error, errInvalidLease)
+}
+
+func TestTransactionAckGroupAdvancesOnlyThatGroup(t *testing.T) {
+	h := newStamped(t)
+	h.push(item("q", "", "a"), item("q", "", "b"))
+	r := h.popq("q", group("g1"), fromAll(), batch(2))
+	h.txnAcks(nil, h.ackOf(r, 0, command.AckStatus_COMPLETED), h.ackOf(r, 1, command.AckStatus_COMPLETED))
+	eq(t, "g2 sees both", len(h.popq("q", group("g2"), fromAll(), batch(2)).Messages), 2)
+	eq(t, "g1 drained", len(h.popq("q", group("g1"), batch(2)).Messages), 0)
+}

@@ -59,3 +59,45 @@ func TestDeleteGroupAndResubscribe(t *testing.T) {
 		}
 	})
 }
+
+// A position (a transaction's positions, addendum §4.2) sets where a group
+// reads a partition next: the group's lease there is released; a missing
+// partition is made and a new group registered; a position beyond the end
+// is the end; forget sends the group back to its subscription; a queue
+// that does not exist is refused, and the transaction keeps nothing.
+// (fsm's TestTransactionPositions: positions commit with the rest of a
+// transaction.)
+func TestPositionsSetWhereAGroupReadsNext(t *testing.T) {
+	h := newStamped(t)
+	h.push(item("q", "p", "m1"), item("q", "p", "m2"), item("q", "p", "m3"), item("q", "p", "m4"))
+	held := h.popq("q", group("g"), fromAll(), onPartition("p"), batch(10))
+	eq(t, "the group holds the run", len(held.Messages), 4)
+
+	// Rewind g to offset 2.
+	ok := h.positions(&command.PositionOp{Queue: "q", ConsumerGroup: "g", Partition: "p", Offset: 2, Metadata: []byte(`{"by":"ops"}`)})
+	eq(t, "set", ok, true)
+	eqList(t, "g reads from offset 2, its old lease gone", h.txnsOf(h.popq("q", group("g"), onPartition("p"), batch(10))), []string{"m2", "m3", "m4"})
+	eq(t, "the old lease acks nothing", h.ack(h.ackOf(held, 3, command.AckStatus_COMPLETED))[0].Success, false)
+	h.read(func(rd *Reader) {
+		pid := held.Messages[0].PartitionId
+		eq(t, "metadata kept", string(rd.Cursor(pid, "g").PositionMetadata), `{"by":"ops"}`)
+	})
+
+	// A new group on a new partition: registered, the partition made.
+	eq(t, "new partition and group", h.positions(position("q", "fresh", "new-part", 1)), true)
+	h.push(item("q", "new-part", "n1"))
+	eqList(t, "fresh reads the new partition from its start", h.txnsOf(h.popq("q", group("fresh"), onPartition("new-part"))), []string{"n1"})
+
+	// Beyond the end: at the end.
+	eq(t, "beyond the end", h.positions(position("q", "late", "p", 99)), true)
+	eq(t, "nothing to read past the end", len(h.popq("q", group("late"), onPartition("p")).Messages), 0)
+
+	// Forget: back to the subscription (fromAll here: everything).
+	eq(t, "forget", h.positions(&command.PositionOp{Queue: "q", ConsumerGroup: "late", Partition: "p", Forget: true}), true)
+	eqList(t, "late starts over", h.txnsOf(h.popq("q", group("late"), onPartition("p"), fromAll(), batch(10))), []string{"m1", "m2", "m3", "m4"})
+
+	// A queue that does not exist: refused, and nothing of the entry is written.
+	before := h.stateHash()
+	eq(t, "queue_not_found", h.positions(position("q", "g", "p", 1), position("nope", "g", "", 1)), false)
+	eq(t, "nothing written", h.stateHash(), before)
+}
