@@ -260,7 +260,12 @@ func TestTransactionAckGroupAdvancesOnlyThatGroup(t *testing.T) {
 	h := newStamped(t)
 	h.push(item("q", "", "a"), item("q", "", "b"))
 	r := h.popq("q", group("g1"), fromAll(), batch(2))
-	h.txnAcks(nil, h.ackOf(r, 0, command.AckStatus_COMPLETED), h.ackOf(r, 1, command.AckStatus_COMPLETED))
+	for _, a := range h.txnAcks(nil, h.ackOf(r, 0, command.AckStatus_COMPLETED), h.ackOf(r, 1, command.AckStatus_COMPLETED)) {
+		eq(t, "acked", a.Success, true)
+	}
+	h.read(func(rd *Reader) {
+		eq(t, "g1's cursor", rd.Cursor(r.Messages[0].PartitionId, "g1").Consumed, uint64(2))
+	})
 	eq(t, "g2 sees both", len(h.popq("q", group("g2"), fromAll(), batch(2)).Messages), 2)
 	eq(t, "g1 drained", len(h.popq("q", group("g1"), batch(2)).Messages), 0)
 }
