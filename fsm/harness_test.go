@@ -103,13 +103,9 @@ func group(g string) popOpt      { return func(p *command.Pop) { p.ConsumerGroup
 func batch(n uint32) popOpt      { return func(p *command.Pop) { p.Batch = n } }
 func partitions(n uint32) popOpt { return func(p *command.Pop) { p.Partitions = n } }
 func fromAll() popOpt            { return func(p *command.Pop) { p.Subscription = command.Pop_DEFAULT_ALL } }
-func fromNew() popOpt            { return func(p *command.Pop) { p.Subscription = command.Pop_NEW } }
 func autoAck() popOpt            { return func(p *command.Pop) { p.AutoAck = true } }
 func onPartition(n string) popOpt {
 	return func(p *command.Pop) { p.Partition, p.HasPartition = n, true }
-}
-func fromTime(us int64) popOpt {
-	return func(p *command.Pop) { p.Subscription, p.SubscriptionFromUs = command.Pop_FROM, us }
 }
 
 func (h *harness) pop(queue string, opts ...popOpt) *command.PopResult {
@@ -193,6 +189,15 @@ func stateHashOf(t *testing.T, f *FSM, buckets []store.Bucket) string {
 	}
 	return h
 }
+
+// stateHashWithoutMeta digests what stateHash does but the meta record,
+// which moves with every entry.
+func stateHashWithoutMeta(t *testing.T, h *harness) string {
+	t.Helper()
+	return stateHashOf(t, h.f, Buckets[1:])
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func eq[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()

@@ -101,6 +101,9 @@ func TestTransactionDuplicatePushAbortsBeforeKV(t *testing.T) {
 	eq(t, "stored once", len(h.pop("c", batch(10)).Messages), 1)
 }
 
+// The transaction hands its requiredLeases to its acks (the rule of that
+// evidence is queue.TestRequiredLeasesCoverAcksWithoutALeaseID), and an ack
+// they do not cover refuses the transaction as rejected_ack.
 func TestTransactionThreeAcksCompletingOneLease(t *testing.T) {
 	h := newHarness(t)
 	for _, id := range []string{"m0", "m1", "m2"} {
@@ -131,23 +134,14 @@ func TestTransactionAckOfMissingMessage(t *testing.T) {
 	eq(t, "error", res.Error, "ACK operation failed: Message not found")
 }
 
-func TestTransactionAckGroupAdvancesOnlyThatGroup(t *testing.T) {
-	h := newHarness(t)
-	h.push(item("q", "", "a"), item("q", "", "b"))
-	r := h.pop("q", group("g1"), fromAll(), batch(2))
-	h.txn(&command.Transaction{Ops: []*command.TxnOp{ackOp(h.ackOf(r, 0, command.AckStatus_COMPLETED)), ackOp(h.ackOf(r, 1, command.AckStatus_COMPLETED))}})
-	eq(t, "g2 sees both", len(h.pop("q", group("g2"), fromAll(), batch(2)).Messages), 2)
-	eq(t, "g1 drained", len(h.pop("q", group("g1"), batch(2)).Messages), 0)
-}
-
 func position(queue, group, partition string, offset uint64) *command.PositionOp {
 	return &command.PositionOp{Queue: queue, ConsumerGroup: group, Partition: partition, Offset: offset}
 }
 
-// Positions in a transaction (addendum §4.2): set where a group reads next,
-// atomically with the rest; the group's lease there is released; a missing
-// partition is made and a new group registered; forget sends the group
-// back to its subscription; a queue that does not exist rolls it all back.
+// Positions in a transaction (addendum §4.2) are set atomically with the
+// rest of it: their results come after the KV ones, and a queue that does
+// not exist rolls it all back. (What a position does to a group is
+// queue.TestPositionsSetWhereAGroupReadsNext.)
 func TestTransactionPositions(t *testing.T) {
 	h := newHarness(t)
 	h.push(item("q", "p", "m1"), item("q", "p", "m2"), item("q", "p", "m3"), item("q", "p", "m4"))
@@ -163,27 +157,7 @@ func TestTransactionPositions(t *testing.T) {
 	eq(t, "position result", last.Type, command.TxnItemResult_POSITION)
 	eq(t, "its opIndex", last.OpIndex, uint32(0))
 	eqList(t, "g reads from offset 2, its old lease gone", h.txns(h.pop("q", group("g"), onPartition("p"), batch(10))), []string{"m2", "m3", "m4"})
-	eq(t, "the old lease acks nothing", h.ack(h.ackOf(held, 3, command.AckStatus_COMPLETED))[0].Success, false)
-	h.read(func(rd *Reader) {
-		pid := held.Messages[0].PartitionId
-		eq(t, "metadata kept", string(rd.Cursor(pid, "g").PositionMetadata), `{"by":"ops"}`)
-	})
-
-	// A new group on a new partition: registered, the partition made.
-	res = h.txn(&command.Transaction{Positions: []*command.PositionOp{position("q", "fresh", "new-part", 1)}})
-	eq(t, "new partition and group", res.Success, true)
-	h.push(item("q", "new-part", "n1"))
-	eqList(t, "fresh reads the new partition from its start", h.txns(h.pop("q", group("fresh"), onPartition("new-part"))), []string{"n1"})
-
-	// Beyond the end: at the end.
-	res = h.txn(&command.Transaction{Positions: []*command.PositionOp{position("q", "late", "p", 99)}})
-	eq(t, "beyond the end", res.Success, true)
-	eq(t, "nothing to read past the end", len(h.pop("q", group("late"), onPartition("p")).Messages), 0)
-
-	// Forget: back to the subscription (fromAll here: everything).
-	res = h.txn(&command.Transaction{Positions: []*command.PositionOp{{Queue: "q", ConsumerGroup: "late", Partition: "p", Forget: true}}})
-	eq(t, "forget", res.Success, true)
-	eqList(t, "late starts over", h.txns(h.pop("q", group("late"), onPartition("p"), fromAll(), batch(10))), []string{"m1", "m2", "m3", "m4"})
+	eqList(t, "the push committed with it", h.txns(h.pop("audit")), []string{"a1"})
 
 	// A queue that does not exist: nothing of the transaction is written.
 	before := stateHashWithoutMeta(t, h)

@@ -34,11 +34,9 @@ func (h *domain) deleteMsg(pid []byte, txn string) bool {
 func (h *domain) replay(in *command.ReplayDeadLetter) *command.ReplayResult {
 	h.t.Helper()
 	var res *command.ReplayResult
-	h.apply(true, func(tx *Tx) {
+	h.entry(func(tx *Tx) bool {
 		res = tx.ReplayDeadLetter(in)
-		if res.Verdict != command.ReplayResult_MOVED {
-			tx.Discard() // as apply does: a refused replay writes nothing
-		}
+		return res.Verdict == command.ReplayResult_MOVED // as apply does: a refused replay writes nothing
 	})
 	return res
 }

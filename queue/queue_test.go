@@ -24,12 +24,22 @@ type domain struct {
 	d     *Domain
 	index uint64
 	now   int64
+	// stamped: entries take their time as the FSM gives it (newStamped):
+	// now is the proposer's clock, which only the test moves, and each
+	// entry is at now, or 1 µs after the previous entry when that is
+	// later. Otherwise every entry moves now on by 1 ms and is at now.
+	stamped bool
+	last    int64 // the time of the last entry (stamped)
 }
+
+// buckets are the buckets of a domain's state file: the queue domain's
+// and those of the packages it writes through (leases, traces).
+var buckets = append(append(slices.Clone(Buckets), leases.Buckets...), traces.Buckets...)
 
 func newDomain(t *testing.T, logID string) *domain {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "state.db"), append(append(slices.Clone(Buckets), leases.Buckets...), traces.Buckets...), store.Options{NoSync: true})
+	db, err := store.Open(filepath.Join(dir, "state.db"), buckets, store.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,18 +51,35 @@ func newDomain(t *testing.T, logID string) *domain {
 	return &domain{t: t, db: db, msgs: msgs, d: New(logID, msgs), now: 1_700_000_000_000_000}
 }
 
+// entryTime is the time of the next entry.
+func (h *domain) entryTime() int64 {
+	if !h.stamped {
+		h.now += 1000
+		return h.now
+	}
+	h.last = max(h.now, h.last+1)
+	return h.last
+}
+
 // apply runs fn as the command of the next entry; keep=false discards it
 // as apply does a command that is refused as a whole.
 func (h *domain) apply(keep bool, fn func(tx *Tx)) {
 	h.t.Helper()
+	h.entry(func(tx *Tx) bool { fn(tx); return keep })
+}
+
+// entry runs fn as the command of the next entry and keeps its writes when
+// fn returns true, as the FSM keeps a handler's (fsm/dispatch.go): false
+// discards every write of the command.
+func (h *domain) entry(fn func(tx *Tx) bool) {
+	h.t.Helper()
 	h.index++
-	h.now += 1000
+	now := h.entryTime()
 	batch := h.msgs.Begin()
 	err := h.db.Update(func(b *store.Batch) error {
 		stx := b.Begin()
-		tx := h.d.Begin(stx, batch, h.index, h.now)
-		fn(tx)
-		if !keep {
+		tx := h.d.Begin(stx, batch, h.index, now)
+		if !fn(tx) {
 			stx.Discard()
 			tx.Discard()
 			return batch.Flush()
@@ -102,8 +129,12 @@ func (h *domain) read(fn func(rd *Reader)) {
 }
 
 // item is a push item as the proposer hands it over: with its message id
-// minted (here: one per call, so two items of one txn differ in id).
+// minted (here: one per call, so two items of one txn differ in id), and
+// the default partition when it names none.
 func item(queue, partition, txn string) *command.PushItem {
+	if partition == "" {
+		partition = DefaultPartition
+	}
 	itemSeq++
 	id := make([]byte, 16)
 	copy(id, fmt.Sprintf("%016d", itemSeq))
