@@ -66,7 +66,6 @@ var operations = []operation{
 		grpc: []string{"GetTimer", "ListTimers", "CountTimers"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/consumer-groups", "GET /api/v1/consumer-groups/lagging", "GET /api/v1/consumer-groups/{group}"},
 		level: auth.ReadOnly},
-	{http: []string{"GET /api/v1/system/cluster"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}"},
 		grpc: []string{"ListMessages", "GetMessage"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/traces/names", "GET /api/v1/traces/by-name/{name}", "GET /api/v1/traces/{partitionId}/{transactionId}"},
@@ -87,7 +86,8 @@ var operations = []operation{
 	{http: []string{"POST /api/v1/stats/refresh"}, level: auth.Admin},
 	{http: []string{"GET /api/v1/system/maintenance", "POST /api/v1/system/maintenance", "GET /api/v1/system/maintenance/pop",
 		"POST /api/v1/system/maintenance/pop", "GET /api/v1/system/kv-timers", "POST /api/v1/system/kv-timers"}, level: auth.Admin},
-	{http: []string{"GET /api/v1/system/state-hash", "GET /api/v1/system/audit", "GET /api/v1/system/backup",
+	// Addendum §4.11: "/api/v1/system/* admin", the cluster view included.
+	{http: []string{"GET /api/v1/system/cluster", "GET /api/v1/system/state-hash", "GET /api/v1/system/audit", "GET /api/v1/system/backup",
 		"POST /api/v1/system/restore", "DELETE /api/v1/system/cluster/nodes/{id}"}, level: auth.Admin},
 	{http: []string{"DELETE /api/v1/dlq"}, grpc: []string{"PurgeDeadLetters"}, level: auth.Admin},
 }
