@@ -41,15 +41,11 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 			if !auth.InScope(r.Context(), q.Name) {
 				continue // a scoped token sees its own queues only
 			}
-			var st fsm.PartitionStats
-			parts := rd.Partitions(q.Name)
-			for _, p := range parts {
-				st.Add(rd.Stats(p, now))
-			}
+			c := rd.Counts(q, now)
 			rows = append(rows, row{q.CreatedUs, q.Name, map[string]any{
 				"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
-				"createdAt": isoMillis(q.CreatedUs), "partitions": len(parts),
-				"messages": map[string]any{"total": st.Total, "pending": st.Pending, "processing": st.Processing},
+				"createdAt": isoMillis(q.CreatedUs), "partitions": len(c.Partitions),
+				"messages": map[string]any{"total": c.Totals.Total, "pending": c.Totals.Pending, "processing": c.Totals.Processing},
 			}})
 		}
 		return nil
@@ -83,14 +79,12 @@ func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 		if q == nil {
 			return nil
 		}
-		now := a.b.Now()
-		var totals fsm.PartitionStats
+		c := rd.Counts(q, a.b.Now())
 		parts := []map[string]any{}
-		for _, p := range rd.Partitions(name) {
-			st := rd.Stats(p, now)
-			totals.Add(st)
+		for _, pc := range c.Partitions {
+			p := pc.Partition
 			pm := map[string]any{"id": uuidString(p.Id), "name": p.Name, "createdAt": isoMillis(p.CreatedUs),
-				"stats": statsOut(st), "oldestMessage": nil, "newestMessage": nil}
+				"stats": statsOut(pc.Stats), "oldestMessage": nil, "newestMessage": nil}
 			if p.Count > 0 {
 				if m := rd.Message(p.Id, p.FirstSeq); m != nil {
 					pm["oldestMessage"] = isoMillis(m.CreatedUs)
@@ -99,10 +93,9 @@ func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 			}
 			parts = append(parts, pm)
 		}
-		totals.DeadLetter = q.DlqCount
 		out = map[string]any{
 			"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
-			"createdAt": isoMillis(q.CreatedUs), "partitions": parts, "totals": statsOut(totals),
+			"createdAt": isoMillis(q.CreatedUs), "partitions": parts, "totals": statsOut(c.Totals),
 			"options": optionsOut(q.Options),
 		}
 		return nil

@@ -257,9 +257,10 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// deadLetterSummary reads the dead letters of the filtered queues: how
-// many, how many partitions, and their error signatures.
-func deadLetterSummary(rd *fsm.Reader, f *queueFilter) (total int, partitions int, sigs []map[string]any, scanned int) {
+// deadLetterSummary reads the newest dead letters of the filtered queues:
+// how many partitions they are in, and their error signatures. (How many
+// there are in all is the queues' counts', queue.Reader.Counts.)
+func deadLetterSummary(rd *fsm.Reader, f *queueFilter) (partitions int, sigs []map[string]any, scanned int) {
 	recs, _ := rd.Reader.DeadLetters(queue.DLQFilter{Queue: f.name, Limit: maxSignatureScan})
 	parts := map[string]bool{}
 	var kept []*command.DLQRecord
@@ -269,12 +270,7 @@ func deadLetterSummary(rd *fsm.Reader, f *queueFilter) (total int, partitions in
 			parts[string(d.PartitionId)] = true
 		}
 	}
-	for _, q := range f.known {
-		if f.accepts(q.Name) {
-			total += int(q.DlqCount)
-		}
-	}
-	return total, len(parts), signatures(kept), len(recs)
+	return len(parts), signatures(kept), len(recs)
 }
 
 // GET /api/v1/status?from&to&queue&namespace&task: the landing page in one
@@ -295,16 +291,11 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		queues := make([]map[string]any, 0, len(qs))
 		parts := 0
 		for _, q := range qs {
-			var st fsm.PartitionStats
-			ps := rd.Partitions(q.Name)
-			for _, p := range ps {
-				st.Add(rd.Stats(p, now))
-			}
-			st.DeadLetter = q.DlqCount
-			totals.Add(st)
-			parts += len(ps)
+			c := rd.Counts(q, now)
+			totals.Add(c.Totals)
+			parts += len(c.Partitions)
 			queues = append(queues, map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace),
-				"task": nullable(q.Task), "partitions": len(ps), "messages": statsOut(st)})
+				"task": nullable(q.Task), "partitions": len(c.Partitions), "messages": statsOut(c.Totals)})
 		}
 		var active, leasedParts int
 		var lagging []map[string]any
@@ -329,7 +320,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 					"pendingMessages": pending, "maxTimeLag": maxLag / 1e6})
 			}
 		}
-		dlqTotal, dlqParts, sigs, scanned := deadLetterSummary(rd, f)
+		dlqParts, sigs, scanned := deadLetterSummary(rd, f)
 		series := rd.Flows(fsm.FlowQuery{FromUs: win.fromUs, ToUs: win.toUs, BucketUs: win.bucketUs, Queue: f.accepts})
 		byStart := flowTotals(series)
 		throughput := []map[string]any{}
@@ -352,7 +343,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 			"leases":     map[string]any{"active": active, "partitionsWithLeases": leasedParts},
 			"consumerGroups": map[string]any{"total": groups, "lagging": lagging,
 				"laggingAfterSeconds": laggingAfterUs / 1e6},
-			"deadLetterQueue": map[string]any{"totalMessages": dlqTotal, "affectedPartitions": dlqParts,
+			"deadLetterQueue": map[string]any{"totalMessages": totals.DeadLetter, "affectedPartitions": dlqParts,
 				"topErrors": sigs, "scanned": scanned},
 			"counts": a.countsOut(series.SinceUs),
 		}
@@ -385,19 +376,14 @@ func oldestPending(rd *fsm.Reader, now int64) map[string]int64 {
 // counter of the state says, and how long its oldest pending message
 // (for any group) has waited.
 func queueRow(rd *fsm.Reader, q *command.QueueRecord, oldest, now int64) map[string]any {
-	var st fsm.PartitionStats
-	ps := rd.Partitions(q.Name)
-	for _, p := range ps {
-		st.Add(rd.Stats(p, now))
-	}
-	st.DeadLetter = q.DlqCount
+	c := rd.Counts(q, now)
 	var lag int64
 	if oldest != 0 && now > oldest {
 		lag = (now - oldest) / 1e6
 	}
 	return map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
-		"priority": q.Options.GetPriority(), "createdAt": isoMillis(q.CreatedUs), "partitions": len(ps),
-		"messages": statsOut(st), "lag": map[string]any{"seconds": lag}}
+		"priority": q.Options.GetPriority(), "createdAt": isoMillis(q.CreatedUs), "partitions": len(c.Partitions),
+		"messages": statsOut(c.Totals), "lag": map[string]any{"seconds": lag}}
 }
 
 // GET /api/v1/status/queues?limit=100&offset=0&namespace&task
@@ -448,7 +434,7 @@ func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 		o := q.Options
-		var totals fsm.PartitionStats
+		c := rd.Counts(q, now)
 		parts := []map[string]any{}
 		leases := map[string]int{} // partition id → live leases
 		for _, gq := range rd.ConsumerGroups("", now) {
@@ -460,14 +446,13 @@ func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		for _, p := range rd.Partitions(name) {
-			st := rd.Stats(p, now)
-			totals.Add(st)
+		for _, pc := range c.Partitions {
 			if !withParts {
-				continue
+				break
 			}
+			p := pc.Partition
 			pm := map[string]any{"id": uuidString(p.Id), "name": p.Name, "createdAt": isoMillis(p.CreatedUs),
-				"messages": statsOut(st), "activeLeases": leases[string(p.Id)],
+				"messages": statsOut(pc.Stats), "activeLeases": leases[string(p.Id)],
 				"lastActivity": isoOrNil(p.LastCreatedUs), "oldestMessage": nil, "newestMessage": isoOrNil(p.LastCreatedUs)}
 			if p.Count > 0 {
 				if m := rd.Message(p.Id, p.FirstSeq); m != nil {
@@ -476,7 +461,6 @@ func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 			}
 			parts = append(parts, pm)
 		}
-		totals.DeadLetter = q.DlqCount
 		out = map[string]any{
 			"queue": map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace),
 				"task": nullable(q.Task), "priority": o.GetPriority(), "createdAt": isoMillis(q.CreatedUs),
@@ -485,7 +469,7 @@ func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 					"deadLetterQueue": o.GetDeadLetterQueue()},
 				"options": optionsOut(o)},
 			"partitions": parts,
-			"totals":     map[string]any{"messages": statsOut(totals), "partitions": len(rd.Partitions(name))},
+			"totals":     map[string]any{"messages": statsOut(c.Totals), "partitions": len(c.Partitions)},
 		}
 		return nil
 	})
@@ -527,11 +511,9 @@ func (a *API) statusAnalytics(w http.ResponseWriter, r *http.Request) {
 		qs := f.load(rd)
 		var current fsm.PartitionStats
 		for _, q := range qs {
-			for _, p := range rd.Partitions(q.Name) {
-				current.Add(rd.Stats(p, now))
-			}
+			current.Add(rd.Counts(q, now).Totals)
 		}
-		dlqTotal, _, sigs, _ := deadLetterSummary(rd, f)
+		_, sigs, _ := deadLetterSummary(rd, f)
 		series := rd.Flows(fsm.FlowQuery{FromUs: win.fromUs, ToUs: win.toUs, BucketUs: win.bucketUs, Queue: f.accepts})
 		byStart := flowTotals(series)
 		var all fsm.FlowCounts
@@ -578,7 +560,7 @@ func (a *API) statusAnalytics(w http.ResponseWriter, r *http.Request) {
 			"queueDepths": map[string]any{"timeSeries": []any{}, "current": map[string]any{"pending": current.Pending,
 				"processing": current.Processing}},
 			"topQueues":       top,
-			"deadLetterQueue": map[string]any{"timeSeries": dlq, "total": dlqTotal, "topErrors": sigs},
+			"deadLetterQueue": map[string]any{"timeSeries": dlq, "total": current.DeadLetter, "topErrors": sigs},
 			"counts":          a.countsOut(series.SinceUs),
 		}
 		return nil
