@@ -464,10 +464,7 @@ func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 		out = map[string]any{
 			"queue": map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace),
 				"task": nullable(q.Task), "priority": o.GetPriority(), "createdAt": isoMillis(q.CreatedUs),
-				"config": map[string]any{"leaseTime": o.GetLeaseTime(), "retryLimit": o.GetRetryLimit(),
-					"retryDelay": o.GetRetryDelay(), "ttl": o.GetTtl(), "maxQueueSize": o.GetMaxSize(),
-					"deadLetterQueue": o.GetDeadLetterQueue()},
-				"options": optionsOut(o)},
+				"config": optionsPick(o, statusConfigOptions...), "options": optionsOut(o)},
 			"partitions": parts,
 			"totals":     map[string]any{"messages": statsOut(c.Totals), "partitions": len(c.Partitions)},
 		}
