@@ -294,8 +294,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 			c := rd.Counts(q, now)
 			totals.Add(c.Totals)
 			parts += len(c.Partitions)
-			queues = append(queues, map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace),
-				"task": nullable(q.Task), "partitions": len(c.Partitions), "messages": statsOut(c.Totals)})
+			queues = append(queues, queueOut(q, map[string]any{"partitions": len(c.Partitions), "messages": statsOut(c.Totals)}))
 		}
 		var active, leasedParts int
 		var lagging []map[string]any
@@ -381,9 +380,8 @@ func queueRow(rd *fsm.Reader, q *command.QueueRecord, oldest, now int64) map[str
 	if oldest != 0 && now > oldest {
 		lag = (now - oldest) / 1e6
 	}
-	return map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
-		"priority": q.Options.GetPriority(), "createdAt": isoMillis(q.CreatedUs), "partitions": len(c.Partitions),
-		"messages": statsOut(c.Totals), "lag": map[string]any{"seconds": lag}}
+	return queueOut(q, map[string]any{"priority": q.Options.GetPriority(), "createdAt": isoMillis(q.CreatedUs),
+		"partitions": len(c.Partitions), "messages": statsOut(c.Totals), "lag": map[string]any{"seconds": lag}})
 }
 
 // GET /api/v1/status/queues?limit=100&offset=0&namespace&task
@@ -451,34 +449,20 @@ func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			p := pc.Partition
-			pm := map[string]any{"id": uuidString(p.Id), "name": p.Name, "createdAt": isoMillis(p.CreatedUs),
-				"messages": statsOut(pc.Stats), "activeLeases": leases[string(p.Id)],
-				"lastActivity": isoOrNil(p.LastCreatedUs), "oldestMessage": nil, "newestMessage": isoOrNil(p.LastCreatedUs)}
-			if p.Count > 0 {
-				if m := rd.Message(p.Id, p.FirstSeq); m != nil {
-					pm["oldestMessage"] = isoMillis(m.CreatedUs)
-				}
-			}
-			parts = append(parts, pm)
+			// newestMessage is the last push's time, also once the partition
+			// holds nothing (resources' detail says null then).
+			parts = append(parts, partitionOut(rd, p, map[string]any{"messages": statsOut(pc.Stats), "activeLeases": leases[string(p.Id)],
+				"lastActivity": isoOrNil(p.LastCreatedUs), "newestMessage": isoOrNil(p.LastCreatedUs)}))
 		}
 		out = map[string]any{
-			"queue": map[string]any{"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace),
-				"task": nullable(q.Task), "priority": o.GetPriority(), "createdAt": isoMillis(q.CreatedUs),
-				"config": optionsPick(o, statusConfigOptions...), "options": optionsOut(o)},
+			"queue": queueOut(q, map[string]any{"priority": o.GetPriority(), "createdAt": isoMillis(q.CreatedUs),
+				"config": optionsPick(o, statusConfigOptions...), "options": optionsOut(o)}),
 			"partitions": parts,
 			"totals":     map[string]any{"messages": statsOut(c.Totals), "partitions": len(c.Partitions)},
 		}
 		return nil
 	})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if out == nil {
-		notFound(w, "Queue not found")
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeQueueView(w, err, out)
 }
 
 // GET /api/v1/status/queues/:queue/messages?limit=50&offset=0&status&partition&from&to:

@@ -92,3 +92,15 @@ func (rd *Reader) deletedAfter(p *command.PartitionRecord, seq uint64) uint64 {
 	}
 	return n
 }
+
+// OldestCreatedUs is when partition p's oldest stored message was created; 0
+// when it holds none.
+func (rd *Reader) OldestCreatedUs(p *command.PartitionRecord) int64 {
+	if p.Count == 0 {
+		return 0
+	}
+	if m := rd.Message(p.Id, p.FirstSeq); m != nil {
+		return m.CreatedUs
+	}
+	return 0
+}

@@ -11,6 +11,8 @@ import (
 // starts with this one's) are not in them.
 func TestQueueCountsSumPartitionsAndDeadLetters(t *testing.T) {
 	h := newDomain(t, "0")
+	h.apply(true, func(tx *Tx) { tx.Configure(&command.Configure{Queue: "empty"}) })
+	pushedUs := h.now + 1000 // the next entry's time
 	h.push(item("q", "p1", "a1"), item("q", "p1", "a2"), item("q", "p1", "a3"),
 		item("q", "p2", "b1"), item("q", "p2", "b2"), item("q", "p3", "c1"), item("q2", "p1", "z1"))
 	// A bus group dead-letters a message: a dead letter of the queue, no
@@ -60,9 +62,17 @@ func TestQueueCountsSumPartitionsAndDeadLetters(t *testing.T) {
 				t.Fatalf("partition %d: %s %+v, want %s %+v", i, pc.Partition.Name, pc.Stats, name, wantParts[name])
 			}
 		}
+		if got := rd.OldestCreatedUs(c.Partitions[0].Partition); got != pushedUs {
+			t.Fatalf("oldest message of p1 created at %d, want %d", got, pushedUs)
+		}
 		c2 := rd.Counts(rd.Queue("q2"), h.now)
 		if want := (PartitionStats{Total: 1, Completed: 1, DeadLetter: 1}); c2.Totals != want || len(c2.Partitions) != 1 {
 			t.Fatalf("q2: %+v over %d partitions, want %+v over 1", c2.Totals, len(c2.Partitions), want)
+		}
+		// A configured queue has its Default partition, empty.
+		ce := rd.Counts(rd.Queue("empty"), h.now)
+		if ce.Totals != (PartitionStats{}) || len(ce.Partitions) != 1 || rd.OldestCreatedUs(ce.Partitions[0].Partition) != 0 {
+			t.Fatalf("empty queue: %+v over %d partitions", ce.Totals, len(ce.Partitions))
 		}
 	})
 }
