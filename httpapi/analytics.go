@@ -43,7 +43,7 @@ func (a *API) statusAnalytics(w http.ResponseWriter, r *http.Request) {
 		}
 		byQueue := sumFlows(series, func(b fsm.FlowBucket) string { return b.Queue })
 		top := []map[string]any{}
-		for _, name := range sortedKeysOf(byQueue) {
+		for _, name := range sortedKeys(byQueue) {
 			c := byQueue[name]
 			ns := any(nil)
 			if q := f.known[name]; q != nil {
@@ -171,7 +171,7 @@ func (a *API) analyticsRetention(w http.ResponseWriter, r *http.Request) {
 	byStart := flowTotals(s)
 	var total fsm.FlowCounts
 	series := []map[string]any{}
-	for _, start := range sortedStarts(byStart) {
+	for _, start := range sortedKeys(byStart) {
 		c := byStart[start]
 		if c.Retains == 0 {
 			continue

@@ -1,8 +1,9 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/queen-node/queen-node/fsm"
 )
@@ -115,20 +116,13 @@ func rate(part, whole uint64) float64 {
 	return round2(float64(part) * 100 / float64(whole))
 }
 
-func sortedKeysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
+// sortedKeys lists a map's keys in order (an empty list, not nil, for an
+// empty map: JSON [], not null).
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedStarts(m map[int64]*fsm.FlowCounts) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	slices.Sort(out)
 	return out
 }

@@ -82,15 +82,6 @@ func signatures(recs []*command.DLQRecord) []map[string]any {
 	return out
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // deadLetterSummary reads the newest dead letters of the filtered queues:
 // how many partitions they are in, and their error signatures. (How many
 // there are in all is the queues' counts', queue.Reader.Counts.)
