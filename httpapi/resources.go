@@ -22,6 +22,16 @@ func readLevel(r *http.Request) cluster.ReadLevel {
 	return cluster.Linearizable
 }
 
+// queueInScope answers 403 unless the request's token may see the named
+// queue.
+func queueInScope(w http.ResponseWriter, r *http.Request, name string) bool {
+	if auth.InScope(r.Context(), name) {
+		return true
+	}
+	writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	return false
+}
+
 // statsOut is a queue's or a partition's counts (queue.Reader.Counts).
 func statsOut(s fsm.PartitionStats) map[string]any {
 	return map[string]any{"total": s.Total, "pending": s.Pending, "processing": s.Processing,
@@ -98,8 +108,7 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if !auth.InScope(r.Context(), name) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	if !queueInScope(w, r, name) {
 		return
 	}
 	var out map[string]any
@@ -196,8 +205,7 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 // (addendum §8): what the queue holds for one group (default: queue mode).
 func (a *API) queueDepth(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if !auth.InScope(r.Context(), name) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	if !queueInScope(w, r, name) {
 		return
 	}
 	var d fsm.Depth

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
 )
@@ -74,8 +73,7 @@ func (a *API) statusQueues(w http.ResponseWriter, r *http.Request) {
 // GET /api/v1/status/queues/:queue[?includePartitions=false]
 func (a *API) statusQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if !auth.InScope(r.Context(), name) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	if !queueInScope(w, r, name) {
 		return
 	}
 	withParts := r.URL.Query().Get("includePartitions") != "false" && r.URL.Query().Get("includePartitions") != "0"
@@ -130,8 +128,7 @@ func (a *API) statusQueueMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	r2 := r.Clone(r.Context())
 	r2.URL.RawQuery = q.Encode()
-	if !auth.InScope(r.Context(), r.PathValue("queue")) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	if !queueInScope(w, r, r.PathValue("queue")) {
 		return
 	}
 	a.listMessages(w, r2)
