@@ -122,13 +122,10 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(maintenanceDesc, prometheus.GaugeValue, b2f(s.PopMaintenance), "pop")
 		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(s.Buffered))
 		for _, q := range r.Queues() {
-			var st fsm.PartitionStats
-			for _, p := range r.Partitions(q.Name) {
-				st.Add(r.Stats(p, now))
-			}
-			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(st.Pending+st.Processing), q.Name)
-			ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(q.DlqCount), q.Name)
-			dlqTotal += float64(q.DlqCount)
+			c := r.Counts(q, now).Totals
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(c.Pending+c.Processing), q.Name)
+			ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(c.DeadLetter), q.Name)
+			dlqTotal += float64(c.DeadLetter)
 		}
 		return nil
 	})

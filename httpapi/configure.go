@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/request"
 )
 
@@ -84,25 +83,4 @@ func (a *API) configure(w http.ResponseWriter, r *http.Request) {
 		"configured": true, "queueId": uuidString(cr.QueueId), "partitionId": uuidString(cr.PartitionId),
 		"queue": cr.Queue, "namespace": cr.Namespace, "task": cr.Task, "options": optionsOut(cr.Options),
 	})
-}
-
-func optionsOut(o *command.QueueOptions) map[string]any {
-	return map[string]any{
-		"priority": o.GetPriority(), "leaseTime": o.GetLeaseTime(), "retryLimit": o.GetRetryLimit(),
-		"retryDelay": o.GetRetryDelay(), "maxSize": o.GetMaxSize(), "ttl": o.GetTtl(),
-		"deadLetterQueue": o.GetDeadLetterQueue(), "dlqAfterMaxRetries": o.GetDlqAfterMaxRetries(),
-		"delayedProcessing": o.GetDelayedProcessing(), "windowBuffer": o.GetWindowBuffer(),
-		"retentionSeconds": o.GetRetentionSeconds(), "completedRetentionSeconds": o.GetCompletedRetentionSeconds(),
-		"retentionEnabled": o.GetRetentionEnabled(), "encryptionEnabled": o.GetEncryptionEnabled(),
-		"maxWaitTimeSeconds": o.GetMaxWaitTimeSeconds(), "dedupWindowSeconds": queue.DedupWindowUs(o) / 1e6,
-		"retryBackoff": o.GetRetryBackoff(), "retryDelayMax": o.GetRetryDelayMax(), "conflation": nullableBool(o.Conflation),
-	}
-}
-
-// nullableBool is an optional option: null when it was never set.
-func nullableBool(b *bool) any {
-	if b == nil {
-		return nil
-	}
-	return *b
 }

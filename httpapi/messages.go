@@ -136,9 +136,7 @@ func (a *API) getMessage(w http.ResponseWriter, r *http.Request) {
 			"errorMessage": dl.Error, "retryCount": dl.RetryCount, "failedAt": isoMillis(dl.FailedUs)}
 	}
 	out["deadLetters"] = dls
-	o := d.Queue.Options
-	out["queueConfig"] = map[string]any{"leaseTime": o.GetLeaseTime(), "retryLimit": o.GetRetryLimit(),
-		"retryDelay": o.GetRetryDelay(), "ttl": o.GetTtl(), "priority": o.GetPriority()}
+	out["queueConfig"] = optionsPick(d.Queue.Options, messageConfigOptions...)
 	out["mode"] = map[string]any{"hasQueueMode": d.Mode.HasQueueMode, "busGroupsCount": d.Mode.BusGroups,
 		"consumedByGroups": d.ConsumedBy, "type": d.Mode.Type()}
 	groups := make([]map[string]any, len(d.Groups))

@@ -22,9 +22,49 @@ func readLevel(r *http.Request) cluster.ReadLevel {
 	return cluster.Linearizable
 }
 
+// queueInScope answers 403 unless the request's token may see the named
+// queue.
+func queueInScope(w http.ResponseWriter, r *http.Request, name string) bool {
+	if auth.InScope(r.Context(), name) {
+		return true
+	}
+	writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	return false
+}
+
+// statsOut is a queue's or a partition's counts (queue.Reader.Counts).
 func statsOut(s fsm.PartitionStats) map[string]any {
 	return map[string]any{"total": s.Total, "pending": s.Pending, "processing": s.Processing,
 		"completed": s.Completed, "failed": s.Failed, "deadLetter": s.DeadLetter}
+}
+
+// queueOut is a queue as every view of it begins (id, name, namespace,
+// task), with that view's fields.
+func queueOut(q *command.QueueRecord, fields map[string]any) map[string]any {
+	fields["id"], fields["name"], fields["namespace"], fields["task"] = uuidString(q.Id), q.Name, nullable(q.Namespace), nullable(q.Task)
+	return fields
+}
+
+// partitionOut is a partition as the views of a queue's partitions begin
+// (id, name, createdAt, oldestMessage), with that view's fields.
+func partitionOut(rd *fsm.Reader, p *command.PartitionRecord, fields map[string]any) map[string]any {
+	fields["id"], fields["name"], fields["createdAt"] = uuidString(p.Id), p.Name, isoMillis(p.CreatedUs)
+	fields["oldestMessage"] = isoOrNil(rd.OldestCreatedUs(p))
+	return fields
+}
+
+// writeQueueView answers a view of one queue: the read's error, 404 when
+// the read found no queue (out is nil), or out.
+func writeQueueView(w http.ResponseWriter, err error, out map[string]any) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if out == nil {
+		notFound(w, "Queue not found")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
@@ -41,16 +81,11 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 			if !auth.InScope(r.Context(), q.Name) {
 				continue // a scoped token sees its own queues only
 			}
-			var st fsm.PartitionStats
-			parts := rd.Partitions(q.Name)
-			for _, p := range parts {
-				st.Add(rd.Stats(p, now))
-			}
-			rows = append(rows, row{q.CreatedUs, q.Name, map[string]any{
-				"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
-				"createdAt": isoMillis(q.CreatedUs), "partitions": len(parts),
-				"messages": map[string]any{"total": st.Total, "pending": st.Pending, "processing": st.Processing},
-			}})
+			c := rd.Counts(q, now)
+			rows = append(rows, row{q.CreatedUs, q.Name, queueOut(q, map[string]any{
+				"createdAt": isoMillis(q.CreatedUs), "partitions": len(c.Partitions),
+				"messages": map[string]any{"total": c.Totals.Total, "pending": c.Totals.Pending, "processing": c.Totals.Processing},
+			})})
 		}
 		return nil
 	})
@@ -73,8 +108,7 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if !auth.InScope(r.Context(), name) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	if !queueInScope(w, r, name) {
 		return
 	}
 	var out map[string]any
@@ -83,39 +117,21 @@ func (a *API) getQueue(w http.ResponseWriter, r *http.Request) {
 		if q == nil {
 			return nil
 		}
-		now := a.b.Now()
-		var totals fsm.PartitionStats
+		c := rd.Counts(q, a.b.Now())
 		parts := []map[string]any{}
-		for _, p := range rd.Partitions(name) {
-			st := rd.Stats(p, now)
-			totals.Add(st)
-			pm := map[string]any{"id": uuidString(p.Id), "name": p.Name, "createdAt": isoMillis(p.CreatedUs),
-				"stats": statsOut(st), "oldestMessage": nil, "newestMessage": nil}
+		for _, pc := range c.Partitions {
+			p := pc.Partition
+			newest := any(nil) // a partition that holds no message has no newest one
 			if p.Count > 0 {
-				if m := rd.Message(p.Id, p.FirstSeq); m != nil {
-					pm["oldestMessage"] = isoMillis(m.CreatedUs)
-				}
-				pm["newestMessage"] = isoMillis(p.LastCreatedUs)
+				newest = isoMillis(p.LastCreatedUs)
 			}
-			parts = append(parts, pm)
+			parts = append(parts, partitionOut(rd, p, map[string]any{"stats": statsOut(pc.Stats), "newestMessage": newest}))
 		}
-		totals.DeadLetter = q.DlqCount
-		out = map[string]any{
-			"id": uuidString(q.Id), "name": q.Name, "namespace": nullable(q.Namespace), "task": nullable(q.Task),
-			"createdAt": isoMillis(q.CreatedUs), "partitions": parts, "totals": statsOut(totals),
-			"options": optionsOut(q.Options),
-		}
+		out = queueOut(q, map[string]any{"createdAt": isoMillis(q.CreatedUs), "partitions": parts,
+			"totals": statsOut(c.Totals), "options": optionsOut(q.Options)})
 		return nil
 	})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if out == nil {
-		notFound(w, "Queue not found")
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeQueueView(w, err, out)
 }
 
 func (a *API) deleteQueue(w http.ResponseWriter, r *http.Request) {
@@ -189,8 +205,7 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request) {
 // (addendum §8): what the queue holds for one group (default: queue mode).
 func (a *API) queueDepth(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
-	if !auth.InScope(r.Context(), name) {
-		writeJSON(w, http.StatusForbidden, errorBody{Error: auth.ErrInsufficient.Msg})
+	if !queueInScope(w, r, name) {
 		return
 	}
 	var d fsm.Depth

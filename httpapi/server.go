@@ -189,7 +189,7 @@ func (a *API) routes() {
 	h("GET /api/v1/traces/by-name/{name}", a.tracesByName) // wins over {partitionId}/{transactionId} (spec §4.15)
 	h("GET /api/v1/traces/{partitionId}/{transactionId}", a.messageTraces)
 	h("POST /api/v1/locks", a.locksPost)
-	// Status and analytics (spec §4.12): read-only views, status.go.
+	// Status and analytics (spec §4.12): read-only views, status*.go and analytics*.go.
 	h("GET /api/v1/status", a.status)
 	h("GET /api/v1/status/queues", a.statusQueues)
 	h("GET /api/v1/status/queues/{queue}", a.statusQueue)

@@ -7,6 +7,9 @@
 // begins with the entry's index and time; tests drive a Domain the same way
 // without the FSM. Retention (retention.go) removes what consumers are
 // done with, as a prefix of each partition, in entries the leader proposes.
+// The front ends read through Reader (reader.go), which also counts a
+// queue's messages for every view that shows them (counts.go), so that no
+// front end sums partitions itself.
 //
 // Everything here is deterministic: time is the entry's, ids of objects this
 // package creates (queues, partitions) derive from the log's name, the entry

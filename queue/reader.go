@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
 )
@@ -189,51 +188,6 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 	return out
 }
 
-// PartitionStats are a partition's message counts as seen by queue mode.
-type PartitionStats struct {
-	Total, Pending, Processing, Completed, Failed, DeadLetter uint64
-}
-
-// Add sums stats.
-func (s *PartitionStats) Add(o PartitionStats) {
-	s.Total += o.Total
-	s.Pending += o.Pending
-	s.Processing += o.Processing
-	s.Completed += o.Completed
-	s.Failed += o.Failed
-	s.DeadLetter += o.DeadLetter
-}
-
-// Stats counts a partition's messages against the queue-mode cursor.
-func (rd *Reader) Stats(p *command.PartitionRecord, now int64) PartitionStats {
-	st := PartitionStats{Total: p.Count}
-	last := p.NextSeq - 1
-	consumed := p.FirstSeq - 1
-	var processing uint64
-	if cur := rd.Cursor(p.Id, command.QueueModeGroup); cur != nil {
-		consumed = max(consumed, cur.Consumed)
-		if leases.Live(cur.Lease, now) && cur.Lease.LastSeq > consumed {
-			processing = cur.Lease.LastSeq - consumed - uint64(len(cur.Lease.Acked))
-		}
-		if cur.RetryCount > 0 {
-			st.Failed = 1
-		}
-	}
-	if consumed > last {
-		consumed = last
-	}
-	st.Completed = min(consumed-(p.FirstSeq-1), p.Count)
-	st.Processing = processing
-	if pending := last - consumed; pending > processing {
-		st.Pending = pending - processing
-	}
-	if p.Deleted > 0 { // deleted messages no queue-mode pop has passed yet are not pending
-		st.Total -= min(st.Total, p.Deleted)
-		st.Pending -= min(st.Pending, rd.deletedAfter(p, consumed))
-	}
-	return st
-}
-
 // DLQFilter selects dead letters (spec §4.10).
 type DLQFilter struct {
 	Queue, ConsumerGroup, Partition string
@@ -320,13 +274,3 @@ func (rd *Reader) Committed() []msgstore.PartitionState {
 
 // Live reports whether a partition id is in the state.
 func (rd *Reader) Live(pid []byte) bool { return rd.r.Get(bPartitionIDs, pid) != nil }
-
-// deletedAfter counts p's tombstones above seq.
-func (rd *Reader) deletedAfter(p *command.PartitionRecord, seq uint64) uint64 {
-	var n uint64
-	c := rd.r.Cursor(bDeleted)
-	for k, _ := c.Seek(tombKey(p.Id, seq+1)); k != nil && hasPrefix(k, p.Id); k, _ = c.Next() {
-		n++
-	}
-	return n
-}
