@@ -35,7 +35,8 @@ type req struct {
 	Keyed    bool     // carries a valid Idempotency-Key on a route that takes one
 	Mutation []string // what was changed
 	Seq      int
-	undo     bool // the fuzzer's own request putting the switches back
+	Scope    string // a scoped transaction: "outside" its scope (403, nothing written) or "inside"
+	undo     bool   // the fuzzer's own request putting the switches back
 }
 
 func (r *req) header(name string) string {

@@ -58,16 +58,18 @@ type Report struct {
 	Checked4xx int // 4xx answers whose state hash was compared
 	KeyedSkip  int // keyed refusals, stored under their key by design, not compared
 	AuthChecks int // answers held to the token's expectation (401/403)
-	PollsCut   int // long-poll pops cut by the client's deadline
-	Failures   []Failure
-	Known      map[string]int // findings named in Config.Known, by kind@route
-	Duration   time.Duration
-	NodeLog    string
-	Dir        string
-	HashTime   time.Duration // spent reading the state hash
-	Slowest    time.Duration // the slowest answer (long-polls apart)
-	SlowestReq string
-	Codes503   map[string]int
+	// ScopeChecks: scoped transactions held to their scope (403 outside)
+	ScopeChecks int
+	PollsCut    int // long-poll pops cut by the client's deadline
+	Failures    []Failure
+	Known       map[string]int // findings named in Config.Known, by kind@route
+	Duration    time.Duration
+	NodeLog     string
+	Dir         string
+	HashTime    time.Duration // spent reading the state hash
+	Slowest     time.Duration // the slowest answer (long-polls apart)
+	SlowestReq  string
+	Codes503    map[string]int
 }
 
 // Failure is one broken promise, with the request that broke it.
@@ -87,6 +89,7 @@ const (
 	failWrite      = "write on a 4xx"   // the state hash moved across a 4xx, in every window
 	failErrorBody  = "error body"       // a 4xx/5xx body without a JSON "error" string
 	failAuth       = "auth"             // a token let in (or refused) against its role
+	failScope      = "scope"            // a scoped token let outside its queues (or refused inside them)
 	failBody2xx    = "2xx body"         // a 2xx body that is not JSON
 	failPanicInLog = "panic in the log" // the node logged a panic
 )
@@ -289,6 +292,9 @@ func (f *fuzzer) next(i int) (*req, base) {
 		f.undoAt = 0
 		return f.undo(), base{}
 	}
+	if g.r.IntN(24) == 0 {
+		return f.scopedTransaction()
+	}
 	if g.r.IntN(4) == 0 {
 		return f.valid()
 	}
@@ -407,7 +413,9 @@ func (f *fuzzer) send(r *req, b base) {
 	f.last = keepLast(append(f.last, r), 5)
 	kind := f.kindOf(r.Token)
 	candidate := f.cfg.MaxChecks == 0 || f.rep.Checked4xx < f.cfg.MaxChecks
-	if pattern != "" && pattern != "/" && pattern != "/api/" && writeRoute(r.Method, pattern) {
+	if r.Scope != "" {
+		candidate = true // a scoped transaction's refusal is always compared
+	} else if pattern != "" && pattern != "/" && pattern != "/api/" && writeRoute(r.Method, pattern) {
 		candidate = candidate && (!r.Valid || r.Seq%4 == 0)
 	} else {
 		candidate = candidate && r.Seq%f.cfg.ReadSample == 0
@@ -471,6 +479,7 @@ func (f *fuzzer) send(r *req, b base) {
 	f.checkStatus(r, pattern, resp)
 	f.checkBody(r, pattern, resp)
 	authRefused := f.checkAuth(r, pattern, path, kind, resp)
+	f.checkScope(r, resp)
 	if resp.Status >= 400 && resp.Status < 500 && candidate && before != "" {
 		keyed := keyedRoutes[pattern] && validKey(r.header("Idempotency-Key"))
 		if keyed && !authRefused && resp.Status != 401 {
@@ -679,9 +688,9 @@ func (rep *Report) Summary() string {
 	if known > 0 {
 		fails += fmt.Sprintf(" (and %d of %d known finding(s))", known, len(rep.Known))
 	}
-	return fmt.Sprintf("fuzzhttp: seed=%d requests=%d (valid %d) in %v: %s; documented 503s=%d; 4xx checked for writes=%d (keyed refusals not compared=%d); auth answers checked=%d; long-polls cut=%d; failures=%s",
+	return fmt.Sprintf("fuzzhttp: seed=%d requests=%d (valid %d) in %v: %s; documented 503s=%d; 4xx checked for writes=%d (keyed refusals not compared=%d); auth answers checked=%d; scoped transactions checked=%d; long-polls cut=%d; failures=%s",
 		rep.Seed, rep.Sent, rep.Valid, rep.Duration.Round(100*time.Millisecond), strings.Join(classes, " "), rep.Allowed503,
-		rep.Checked4xx, rep.KeyedSkip, rep.AuthChecks, rep.PollsCut, fails)
+		rep.Checked4xx, rep.KeyedSkip, rep.AuthChecks, rep.ScopeChecks, rep.PollsCut, fails)
 }
 
 // Details are the statuses one by one, the codes of the documented 503s

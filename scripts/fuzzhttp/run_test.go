@@ -44,7 +44,7 @@ func TestFuzzARealNode(t *testing.T) {
 		t.Errorf("only %d requests in 10 s", rep.Sent)
 	case rep.Classes["2xx"] == 0 || rep.Classes["4xx"] == 0:
 		t.Errorf("answers by class: %v", rep.Classes)
-	case rep.Checked4xx == 0 || rep.AuthChecks == 0:
-		t.Errorf("%d 4xx compared for writes, %d auth answers checked", rep.Checked4xx, rep.AuthChecks)
+	case rep.Checked4xx == 0 || rep.AuthChecks == 0 || rep.ScopeChecks == 0:
+		t.Errorf("%d 4xx compared for writes, %d auth answers checked, %d scoped transactions checked", rep.Checked4xx, rep.AuthChecks, rep.ScopeChecks)
 	}
 }

@@ -41,6 +41,7 @@ type tokens struct {
 	kinds  []tokenKind
 	admin  string // an admin header, for the fuzzer's own calls
 	byRole map[string]string
+	scoped tokenKind // the read-write token scoped to scopePrefix
 }
 
 func sign(secret string, claims map[string]any) (string, error) {
@@ -89,7 +90,8 @@ func newTokens(secret string) (*tokens, error) {
 	add("admin with bearer in lower case", "bearer "+adminTok, expectRole, "admin")
 	// A scoped token reaches what its role does, and is refused beyond its
 	// queues (403) besides.
-	add("read-write scoped to fz.a", "Bearer "+mint("fuzz-scoped", map[string]any{"role": "read-write", "queues": []string{"fz.a"}}), expectRole, "read-write")
+	add("read-write scoped to fz.a", "Bearer "+mint("fuzz-scoped", map[string]any{"role": "read-write", "queues": []string{scopePrefix}}), expectRole, "read-write")
+	t.scoped = t.kinds[len(t.kinds)-1]
 	// Valid tokens with no role the node knows reach nothing.
 	add("no role", "Bearer "+mint("fuzz-norole", nil), expectRole, "none")
 	add("unknown role", "Bearer "+mint("fuzz-root", map[string]any{"role": "root"}), expectRole, "none")
