@@ -2,9 +2,11 @@ package cluster
 
 import "sync"
 
-// hub wakes parked long-poll pops. Each queue has a channel that is closed
-// (and replaced) when an applied batch changed that queue; "any" is closed
-// on every change, for pops across several queues.
+// hub tells watchers of a queue that an applied batch changed it (Watch:
+// the gRPC Consume stream's lease tracker waits on it). Each queue has a
+// channel that is closed (and replaced) when an applied batch changed that
+// queue; "any" is closed on every change. Parked long-poll pops are woken
+// by parking (parking.go), which wakes as many as a change can feed.
 type hub struct {
 	mu     sync.Mutex
 	queues map[string]chan struct{}

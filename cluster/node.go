@@ -334,7 +334,9 @@ func NewLeaseID() string {
 	return id.String()
 }
 
-// IsLeader reports whether this node leads and has applied earlier terms.
+// IsLeader reports whether this node is the Raft leader now (Raft's own
+// state; whether it has applied its predecessors' entries is Ready's and
+// the barrier's business).
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Ready reports whether this node can serve: it knows a leader, and it is

@@ -218,7 +218,10 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 }
 
 // ApplyBatch applies committed entries in one store transaction: their data
-// and the new applied index reach the disk together, with one fsync.
+// and the new applied index are committed together. The state file is not
+// fsynced per commit (store.DeferSync): the Raft log holds every entry, so
+// a crash replays what the file lost; it is synced before a snapshot lets
+// Raft truncate the log (Snapshot).
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	resp := make([]interface{}, len(logs))
 	if f.halted.Load() || (f.opts.AwaitSpace != nil && !f.opts.AwaitSpace()) {

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "queen", Subsystem: "fsm", Name: "batch_seconds",
-			Help:    "Time to apply and commit (fsync) one batch of entries.",
+			Help:    "Time to apply and commit one batch of entries to the state file (not fsynced per batch; synced before a snapshot).",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
 		}),
 		batchEntries: prometheus.NewHistogram(prometheus.HistogramOpts{
