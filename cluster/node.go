@@ -334,9 +334,8 @@ func NewLeaseID() string {
 	return id.String()
 }
 
-// IsLeader reports whether this node is the Raft leader now (Raft's own
-// state; whether it has applied its predecessors' entries is Ready's and
-// the barrier's business).
+// IsLeader reports whether Raft says this node leads now; it says nothing
+// of whether the node has applied what earlier leaders committed.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Ready reports whether this node can serve: it knows a leader, and it is
