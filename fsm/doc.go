@@ -3,7 +3,9 @@
 // log entry (a command.Command), refuses one of a format it does not know,
 // answers a command whose Idempotency-Key it has seen from the stored
 // outcome (package idempotency), dispatches the rest by body type to their
-// handlers (dispatch.go), runs each in its own staged transaction, and
+// kind's handler (registry.go: one descriptor per kind of command, with
+// everything else the node knows about it: kinds.go), runs each in its own
+// staged transaction, and
 // commits one batch of entries as one bbolt transaction with the applied
 // index inside it, the batch's message bodies written to their segment
 // files (package msgstore) just before. Snapshot and Restore stream and

@@ -69,7 +69,7 @@ func (h *domain) apply(keep bool, fn func(tx *Tx)) {
 }
 
 // entry runs fn as the command of the next entry and keeps its writes when
-// fn returns true, as the FSM keeps a handler's (fsm/dispatch.go): false
+// fn returns true, as the FSM keeps a handler's (fsm.Kind.Apply): false
 // discards every write of the command.
 func (h *domain) entry(fn func(tx *Tx) bool) {
 	h.t.Helper()
