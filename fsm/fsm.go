@@ -330,13 +330,8 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		if f.opts.Keys == nil && cmd.GetConfigure().GetOptions().GetEncryptionEnabled() {
 			f.warnKeyless(cmd.GetConfigure().Queue)
 		}
-		for _, name := range atrest.NoteKeys(func(push func(*command.PushItem), timer func(*command.TimerOp)) {
-			k.Payloads(cmd, push, timer)
-		}, &meta.SealingKeys) {
-			if !f.opts.Keys.Has(name) {
-				f.log.Error("an entry holds payloads encrypted with a key this node's key file lacks: it cannot serve them",
-					"key", name, "index", index)
-			}
+		if k.carries {
+			f.noteKeys(k, cmd, index, meta)
 		}
 		if err := c.tx.Commit(); err != nil {
 			// A failed commit cannot be undone inside the batch, so it is
@@ -356,7 +351,19 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 	return res
 }
 
-// runHandler runs h and flushes its cached records into the staged
+// noteKeys records in meta the keys cmd's sealed payloads name, and says
+// so when this node's key file lacks one.
+func (f *FSM) noteKeys(k *Kind, cmd *command.Command, index uint64, meta *command.MetaRecord) {
+	each := func(push func(*command.PushItem), timer func(*command.TimerOp)) { k.Payloads(cmd, push, timer) }
+	for _, name := range atrest.NoteKeys(each, &meta.SealingKeys) {
+		if !f.opts.Keys.Has(name) {
+			f.log.Error("an entry holds payloads encrypted with a key this node's key file lacks: it cannot serve them",
+				"key", name, "index", index)
+		}
+	}
+}
+
+// runHandler runs k's handler and flushes its cached records into the staged
 // transaction. A deterministic panic discards the command on every replica
 // alike, so the replicas stay equal and the node stays up.
 func (f *FSM) runHandler(k *Kind, c *applyCtx, cmd *command.Command) (res proto.Message, keep bool) {

@@ -54,6 +54,7 @@ type Kind struct {
 	Refusal func(rd *Reader, cmd *command.Command) proto.Message
 
 	refuses bool // Refusal is not neverRefused: worth a read before proposing
+	carries bool // Payloads is not noPayloads
 }
 
 // Origin is who may propose a kind of command.
@@ -139,6 +140,7 @@ func register(body any, k Kind) {
 		panic(fmt.Sprintf("fsm: kind %s (%s): %v", k.Name, key, err))
 	}
 	k.refuses = reflect.ValueOf(k.Refusal).Pointer() != reflect.ValueOf(neverRefused).Pointer()
+	k.carries = reflect.ValueOf(k.Payloads).Pointer() != reflect.ValueOf(noPayloads).Pointer()
 	kinds[key] = &k
 }
 
@@ -187,10 +189,15 @@ func Applies(cmd *command.Command) bool { return KindOf(cmd) != nil || cmd.Skipp
 // for before proposing.
 func (k *Kind) Refuses() bool { return k.refuses }
 
+// Carries reports whether the kind's commands may carry payloads (its
+// Payloads is not noPayloads), so that the paths that look at payloads
+// skip the others without a call.
+func (k *Kind) Carries() bool { return k.carries }
+
 // EachPayload calls push and timer for every payload of cmd (nothing for
 // a command of a kind this node does not know).
 func EachPayload(cmd *command.Command, push func(*command.PushItem), timer func(*command.TimerOp)) {
-	if k := KindOf(cmd); k != nil {
+	if k := KindOf(cmd); k != nil && k.carries {
 		k.Payloads(cmd, push, timer)
 	}
 }

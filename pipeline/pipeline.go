@@ -141,6 +141,9 @@ func stamp(ctx context.Context, k *fsm.Kind, cmd *command.Command) {
 		return
 	}
 	cmd.Actor = id.Sub
+	if !k.Carries() {
+		return
+	}
 	k.Payloads(cmd, func(it *command.PushItem) { it.ProducerSub = id.Sub }, func(op *command.TimerOp) { op.ProducerSub = id.Sub })
 }
 
