@@ -112,6 +112,23 @@ func (p *parking) waiting(w *parked) int {
 	return p.lines[w.key].Len()
 }
 
+// count is how many pops stand in all lines.
+func (p *parking) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := 0
+	for _, l := range p.lines {
+		total += l.Len()
+	}
+	return total
+}
+
+// ParkedPops is how many long-poll pops stand in this node's lines: once a
+// pop counts here, any change it may take wakes it (it joined before its
+// first look). Tests wait on it instead of sleeping; /metrics shows it as
+// queen_parked_pops.
+func (n *Node) ParkedPops() int { return n.parking.count() }
+
 // more signals up to n pops of w's line behind w: what w found deliverable
 // beyond what it takes itself.
 func (p *parking) more(w *parked, n int) {

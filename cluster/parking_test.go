@@ -94,13 +94,7 @@ func parkPops(n *Node, ctx context.Context, count int, in func() *command.Pop) (
 
 func waitParked(t *testing.T, n *Node, count int) {
 	checkFor(t, 10*time.Second, func() error {
-		n.parking.mu.Lock()
-		defer n.parking.mu.Unlock()
-		total := 0
-		for _, l := range n.parking.lines {
-			total += l.Len()
-		}
-		if total != count {
+		if total := n.ParkedPops(); total != count {
 			return fmt.Errorf("%d parked, want %d", total, count)
 		}
 		return nil
