@@ -3,6 +3,7 @@ package cluster
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/queen-node/queen-node/command"
 )
@@ -30,6 +31,9 @@ type parking struct {
 	mu      sync.Mutex
 	lines   map[popKey]*list.List // of *parked, head first
 	byQueue map[string]map[popKey]struct{}
+	// looks counts the looks at the state by pops with a wait (a test
+	// checks that a parked pop looks only when something woke it).
+	looks atomic.Int64
 }
 
 // popKey is what a pop's readiness depends on. Queue is "" for a
