@@ -261,26 +261,35 @@ func TestThreeNodesElectForwardAndReadFromFollowers(t *testing.T) {
 			counted.queries.Load(), counted.readIndexes.Load())
 	}
 	f.node.SetForwarder(f.fwd)
-	// A long-poll pop on a follower is served by the leader and woken by a push.
-	done := make(chan *command.PopResult, 1)
+	// A long-poll pop on a follower is served by the leader, parks there, and
+	// is woken by a push: long before its 20 s wait is up.
+	const wait = 20 * time.Second
+	type popped struct {
+		res *command.PopResult
+		err error
+	}
+	done := make(chan popped, 1)
 	go func() {
-		res, err := other.node.Pop(ctx, &command.Pop{Queue: "lp", Batch: 1}, 5*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
+		res, err := other.node.Pop(ctx, &command.Pop{Queue: "lp", Batch: 1}, wait)
+		done <- popped{res, err}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	lead := c.leader()
+	checkFor(t, 10*time.Second, func() error {
+		if n := lead.node.ParkedPops(); n != 1 {
+			return fmt.Errorf("%d pops parked on the leader, want the follower's one", n)
+		}
+		return nil
+	})
 	if _, err := push(ctx, f.node, "lp", "wake"); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case res := <-done:
-		if len(res.Messages) != 1 || res.Records[0].TransactionId != "wake" {
-			t.Fatalf("long poll through a follower: %v", res)
+	case p := <-done:
+		if p.err != nil || len(p.res.Messages) != 1 || p.res.Records[0].TransactionId != "wake" {
+			t.Fatalf("long poll through a follower: %v %v", p.res, p.err)
 		}
-	case <-time.After(6 * time.Second):
-		t.Fatal("long poll through a follower never returned")
+	case <-time.After(wait / 2):
+		t.Fatalf("a long poll through a follower, parked on the leader for %v, was not woken by a push within %v", wait, wait/2)
 	}
 	view := f.node.Cluster()
 	if len(view.Nodes) != 3 || view.Leader.ID == "" {
