@@ -228,15 +228,15 @@ func TestLiveLongPollWakesOnPush(t *testing.T) {
 		done <- answer{resp.StatusCode, b, err}
 	}()
 	l.waitParked(1)
-	l.json("POST", "/api/v1/push", `{"items":[{"queue":"lp","payload":1}]}`, 201, nil)
 	pushed := time.Now()
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"lp","payload":1}]}`, 201, nil)
 	select {
 	case a := <-done:
 		var got popResp
 		if a.err != nil || a.code != 200 || json.Unmarshal(a.body, &got) != nil || len(got.Messages) != 1 {
 			t.Fatalf("long poll woken by a push: %d %s %v", a.code, a.body, a.err)
 		}
-		t.Logf("the parked pop answered %v after the push", time.Since(pushed))
+		t.Logf("the parked pop answered %v after the push was sent", time.Since(pushed))
 	case <-time.After(wait / 2):
 		t.Fatalf("a pop parked with a %v wait had not answered %v after a push it could take", wait, wait/2)
 	}
