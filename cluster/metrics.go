@@ -82,6 +82,8 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 		gauge("applied_index", "Highest log index applied to the FSM here.", func() float64 { return float64(n.fsm.AppliedIndex()) }),
 		gauge("last_index", "Highest log index stored here.", func() float64 { return float64(n.raft.LastIndex()) }),
 		&depthCollector{n: n},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Name: "parked_pops",
+			Help: "Long-poll pops waiting on this node for a change or their timeout."}, func() float64 { return float64(n.ParkedPops()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Name: "inflight_writes",
 			Help: "Writes holding one of this node's --max-inflight slots."}, func() float64 { return float64(len(n.slots)) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Name: "data_disk_free_bytes",

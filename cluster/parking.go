@@ -3,6 +3,7 @@ package cluster
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/queen-node/queen-node/command"
 )
@@ -30,6 +31,9 @@ type parking struct {
 	mu      sync.Mutex
 	lines   map[popKey]*list.List // of *parked, head first
 	byQueue map[string]map[popKey]struct{}
+	// looks counts the looks at the state by pops with a wait (a test
+	// checks that a parked pop looks only when something woke it).
+	looks atomic.Int64
 }
 
 // popKey is what a pop's readiness depends on. Queue is "" for a
@@ -111,6 +115,23 @@ func (p *parking) waiting(w *parked) int {
 	defer p.mu.Unlock()
 	return p.lines[w.key].Len()
 }
+
+// count is how many pops stand in all lines.
+func (p *parking) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := 0
+	for _, l := range p.lines {
+		total += l.Len()
+	}
+	return total
+}
+
+// ParkedPops is how many long-poll pops stand in this node's lines: once a
+// pop counts here, any change it may take wakes it (it joined before its
+// first look). Tests wait on it instead of sleeping; /metrics shows it as
+// queen_parked_pops.
+func (n *Node) ParkedPops() int { return n.parking.count() }
 
 // more signals up to n pops of w's line behind w: what w found deliverable
 // beyond what it takes itself.

@@ -94,13 +94,7 @@ func parkPops(n *Node, ctx context.Context, count int, in func() *command.Pop) (
 
 func waitParked(t *testing.T, n *Node, count int) {
 	checkFor(t, 10*time.Second, func() error {
-		n.parking.mu.Lock()
-		defer n.parking.mu.Unlock()
-		total := 0
-		for _, l := range n.parking.lines {
-			total += l.Len()
-		}
-		if total != count {
+		if total := n.ParkedPops(); total != count {
 			return fmt.Errorf("%d parked, want %d", total, count)
 		}
 		return nil
@@ -196,3 +190,45 @@ func TestAParkedHeadThatLeavesHandsOverTheLookOut(t *testing.T) {
 }
 
 func ptrInt64(v int64) *int64 { return &v }
+
+// A parked pop looks at the state when something wakes it, never on a clock
+// of its own: an empty long poll looks when it parks and when its timeout
+// ends (and at most once more per entry applied meanwhile, each of which may
+// wake it), and lasts its whole timeout. A pop that sleep-polls looks each
+// time a nap ends, however short its naps. And a push wakes a parked pop: it
+// has the message long before its 20 s wait is up, which a pop that sleeps
+// its wait out does not.
+func TestALongPollLooksOnlyWhenWokenAndAPushWakesIt(t *testing.T) {
+	n := mustStartNode(t)
+	ctx := context.Background()
+	if _, err := n.Apply(ctx, &command.Command{Body: &command.Command_Configure{Configure: &command.Configure{Queue: "lp"}}}); err != nil {
+		t.Fatal(err)
+	}
+	const wait = 3 * time.Second
+	looks, applied := n.parking.looks.Load(), n.fsm.AppliedIndex()
+	start := time.Now()
+	res, err := n.Pop(ctx, &command.Pop{Queue: "lp", Batch: 1}, wait)
+	if took := time.Since(start); err != nil || len(res.Messages) != 0 || took < wait {
+		t.Fatalf("a long poll of an empty queue: %v %v after %v, want nothing after its %v wait", res, err, took, wait)
+	}
+	entries := int64(n.fsm.AppliedIndex() - applied)
+	got := n.parking.looks.Load() - looks
+	t.Logf("an empty %v long poll looked at the state %d times, %d entries applied meanwhile", wait, got, entries)
+	if got > 2+entries {
+		t.Fatalf("an empty %v long poll looked at the state %d times with %d entries applied meanwhile: it polls", wait, got, entries)
+	}
+
+	popped, done := parkPops(n, ctx, 1, func() *command.Pop { return &command.Pop{Queue: "lp", Batch: 1} })
+	waitParked(t, n, 1)
+	if _, err := n.Apply(ctx, &command.Command{Body: &command.Command_Push{Push: &command.Push{Items: []*command.PushItem{
+		{Queue: "lp", TransactionId: "m", Payload: []byte(`{}`)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, func() error { // half the parked pop's 20 s wait
+		if popped.Load() != 1 {
+			return fmt.Errorf("the push did not reach the pop parked for it")
+		}
+		return nil
+	})
+	done()
+}

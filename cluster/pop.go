@@ -66,6 +66,7 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 			limit := 1
 			if w != nil {
 				limit = n.parking.waiting(w)
+				n.parking.looks.Add(1)
 			}
 			if err := n.fsm.Read(func(r *fsm.Reader) error {
 				ready = r.PopReadiness(in, n.Now(), limit)

@@ -205,10 +205,15 @@ func TestEncryptionAtRest(t *testing.T) {
 	for _, f := range keyFiles {
 		os.WriteFile(f, []byte(first+second), 0o600)
 	}
+	const reloaded = "SIGHUP: reloaded the encryption keys"
+	seen := map[string]int{}
 	for _, n := range c.nodes {
+		seen[n.ID()] = n.logCount(reloaded)
 		syscall.Kill(n.PID(), syscall.SIGHUP)
 	}
-	time.Sleep(500 * time.Millisecond)
+	for _, n := range c.nodes {
+		waitFor(t, 15*time.Second, n.ID()+" rereads its key file on SIGHUP", func() bool { return n.logCount(reloaded) > seen[n.ID()] })
+	}
 	api(l, "POST", "/api/v1/push", map[string]any{"items": []any{map[string]any{"queue": "vault", "partition": "rotated", "transactionId": "after-rotation",
 		"payload": map[string]any{"secret": "ROTATED-MARKER"}}}}, 201)
 	r := api(l, "GET", "/api/v1/pop/queue/vault?batch=10&wait=true&timeout=3000", nil, 200)

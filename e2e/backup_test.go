@@ -119,7 +119,12 @@ func TestBackupUnderLoadRestoresIntoAFreshCluster(t *testing.T) {
 		wg.Wait()
 	}()
 
-	time.Sleep(1500 * time.Millisecond)
+	// The backup runs under load: pushes and markers acknowledged before it.
+	waitFor(t, 30*time.Second, "100 pushes and 10 markers acknowledged before the backup", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(pushedAt) >= 100 && len(markedAt) >= 10
+	})
 	file := filepath.Join(t.TempDir(), "cluster.backup")
 	follower := a.others(la)[0]
 	started := time.Now()
@@ -127,8 +132,18 @@ func TestBackupUnderLoadRestoresIntoAFreshCluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("queen-node backup: %v\n%s", err, out)
 	}
-	t.Logf("backup under load took %v: %s", time.Since(started), strings.Join(strings.Fields(out), " "))
-	time.Sleep(300 * time.Millisecond) // load goes on past the backup
+	ended := time.Now()
+	t.Logf("backup under load took %v: %s", ended.Sub(started), strings.Join(strings.Fields(out), " "))
+	waitFor(t, 30*time.Second, "a push acknowledged after the backup ended", func() bool { // load goes on past the backup
+		mu.Lock()
+		defer mu.Unlock()
+		for _, at := range pushedAt {
+			if at.After(ended) {
+				return true
+			}
+		}
+		return false
+	})
 	close(stop)
 	wg.Wait()
 	mu.Lock()

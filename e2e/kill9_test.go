@@ -84,8 +84,9 @@ func TestKill9DuringPushLoad(t *testing.T) {
 	// Keep pushing after the last restart, then stop cleanly.
 	pl := &pushLoad{n: n, queue: queue, prefix: fmt.Sprintf("c%d", cycles+1), workers: 8, parts: 6, mixed: true,
 		led: led, seed: seed + 99}
+	acked := led.ackedCount()
 	pl.start()
-	time.Sleep(time.Second)
+	led.waitAcked(t, acked+200)
 	pl.finish()
 	n.requireRunning()
 

@@ -153,7 +153,7 @@ func TestAFollowerWithAFullDiskStopsAndCatchesUp(t *testing.T) {
 	l := c.leader(20 * time.Second)
 	for try := 0; l == full && try < 5; try++ {
 		full.send(5*time.Second, "POST", "/debug/step-down", nil, nil)
-		time.Sleep(time.Second)
+		c.awaitNewLeader(full.ID(), time.Now(), 5*time.Second) // an error: the next try steps it down again
 		l = c.leader(20 * time.Second)
 	}
 	if l == full {
@@ -190,7 +190,7 @@ func TestAFollowerWithAFullDiskStopsAndCatchesUp(t *testing.T) {
 		}
 		loadDone.Wait()
 	}()
-	time.Sleep(time.Second)
+	waitFor(t, 30*time.Second, "the load acknowledged before the disk fills", func() bool { return acked.Load() >= 500 })
 	filler := filepath.Join(small, "filler")
 	fill(t, filler, 16<<20)
 	ctx := context.Background()
@@ -208,7 +208,12 @@ func TestAFollowerWithAFullDiskStopsAndCatchesUp(t *testing.T) {
 	h1, _ := full.Health(ctx)
 	ackedBefore := acked.Load()
 	lc1, _ := l.Health(ctx)
-	time.Sleep(2 * time.Second)
+	// The leader goes on committing and acknowledging while the follower
+	// stays where it paused.
+	waitFor(t, 30*time.Second, "the leader commits 50 entries more and acknowledges pushes", func() bool {
+		lc, err := l.Health(ctx)
+		return err == nil && lc.Raft.Commit >= lc1.Raft.Commit+50 && acked.Load() > ackedBefore
+	})
 	h2, _ := full.Health(ctx)
 	lc2, _ := l.Health(ctx)
 	if h2.Raft.StateApplied != h1.Raft.StateApplied {
@@ -227,7 +232,18 @@ func TestAFollowerWithAFullDiskStopsAndCatchesUp(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// The load goes on while the follower resumes.
+	ackedAtFree := acked.Load()
+	if ok, detail := pollUntil(30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		var h map[string]any
+		if err := full.getJSON("/health", 2*time.Second, &h); err != nil {
+			return false, err.Error()
+		}
+		load, _ := h["load"].(map[string]any)
+		return load["applyPaused"] == false && acked.Load() > ackedAtFree, fmt.Sprint(load, " acked ", acked.Load()-ackedAtFree)
+	}); !ok {
+		t.Fatalf("the follower did not resume under load once space was back: %s", detail)
+	}
 	close(stop)
 	loadDone.Wait()
 	sameState := func(what string) string {

@@ -26,7 +26,7 @@ func TestSIGTERMRestart(t *testing.T) {
 	// 1. SIGTERM under push load.
 	pl := &pushLoad{n: n, queue: fill, prefix: "c1", workers: 4, parts: 3, mixed: true, led: led, seed: seed}
 	pl.start()
-	time.Sleep(time.Second)
+	led.waitAcked(t, 200) // the load is under way
 	before := captureState(c, stateQueues...)
 	code, took := n.sigterm(10 * time.Second)
 	pl.halt()
@@ -64,7 +64,7 @@ func TestSIGTERMRestart(t *testing.T) {
 		r, err := n.do(ctx, "GET", "/api/v1/pop/queue/term-poll?wait=true&timeout=30000", nil)
 		ch <- got{r, err, time.Now()}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the pop park
+	c.waitParked(1)
 	before = captureState(c, stateQueues...)
 	sent := time.Now()
 	code, took = n.sigterm(15 * time.Second)

@@ -102,8 +102,20 @@ func TestHTTPSWithACertificateReplacedOnDisk(t *testing.T) {
 		t.Fatalf("the replaced certificate was not served: %s", detail)
 	}
 	// A broken pair keeps the one loaded before; SIGHUP reloads a good one.
+	// Handshakes go on until the node has read the broken file and said so
+	// (it rereads a changed file on a handshake, at most once a second);
+	// each is served the certificate loaded before.
 	os.WriteFile(certFile, []byte("not a certificate"), 0o600)
-	time.Sleep(1500 * time.Millisecond)
+	if ok, detail := pollUntil(10*time.Second, 100*time.Millisecond, func() (bool, string) {
+		s, _, err := served()
+		if err != nil || s != 2 {
+			return false, "served " + itoa(s) + " " + errText(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "node.log"))
+		return strings.Contains(string(b), "the TLS certificate changed but does not load"), "no word of the broken file in the log"
+	}); !ok {
+		t.Fatalf("after a broken certificate: %s", detail)
+	}
 	if s, _, err := served(); err != nil || s != 2 {
 		t.Fatalf("after a broken certificate: serial %d, %v", s, err)
 	}

@@ -120,7 +120,7 @@ func TestConsumeEndsOnDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitParked(t, n, 1) // the stream's pop waits
 	n.Drain()
 	var serr error
 	ch := batches(stream, &serr)

@@ -81,20 +81,60 @@ func TestPushPopAck(t *testing.T) {
 	}
 }
 
+// waitParked waits until count long-poll pops stand parked on n: from then
+// on a change they may take wakes them.
+func waitParked(t *testing.T, n *grpctest.Node, count int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.ParkedPops() != count {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pops parked after 10 s, want %d", n.ParkedPops(), count)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A parked pop is woken by the push, not by its timeout: with a 10 s wait it
+// returns the message long before the 10 s are up (half of them is a bound no
+// wake-up could miss, and a pop that sleeps its timeout out cannot meet). An
+// empty long poll lasts its whole timeout.
 func TestLongPollWakesOnPush(t *testing.T) {
-	_, c, _ := dial(t)
+	n, c, _ := dial(t)
 	ctx := ctxT(t)
 	if _, err := c.Configure(ctx, &pb.ConfigureRequest{Queue: "lp"}); err != nil {
 		t.Fatal(err)
 	}
+	const wait = 10 * time.Second
+	type popped struct {
+		res *pb.PopResponse
+		err error
+		at  time.Time
+	}
+	done := make(chan popped, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
-		c.Push(ctx, &pb.PushRequest{Items: []*pb.PushItem{{Queue: "lp", Payload: []byte("1")}}})
+		res, err := c.Pop(ctx, &pb.PopRequest{Queue: "lp", WaitMs: uint32(wait.Milliseconds())})
+		done <- popped{res, err, time.Now()}
 	}()
+	waitParked(t, n, 1)
+	pushed := time.Now()
+	if _, err := c.Push(ctx, &pb.PushRequest{Items: []*pb.PushItem{{Queue: "lp", Payload: []byte("1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-done:
+		if p.err != nil || len(p.res.Messages) != 1 {
+			t.Fatalf("long poll woken by a push: %v %v", p.res, p.err)
+		}
+		t.Logf("the parked pop returned %v after the push was sent", p.at.Sub(pushed))
+	case <-time.After(wait / 2):
+		t.Fatalf("a pop parked with a %v wait had not returned %v after a push it could take", wait, wait/2)
+	}
+
+	const short = 500 * time.Millisecond
 	start := time.Now()
-	pop, err := c.Pop(ctx, &pb.PopRequest{Queue: "lp", WaitMs: 10000})
-	if err != nil || len(pop.Messages) != 1 || time.Since(start) < 250*time.Millisecond {
-		t.Fatalf("long poll: %v %v after %v", pop, err, time.Since(start))
+	empty, err := c.Pop(ctx, &pb.PopRequest{Queue: "lp", WaitMs: uint32(short.Milliseconds())})
+	if took := time.Since(start); err != nil || len(empty.Messages) != 0 || took < short {
+		t.Fatalf("long poll of an empty queue: %v %v after %v, want nothing after its %v timeout", empty, err, took, short)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,42 +190,82 @@ func TestLivePushPopAck(t *testing.T) {
 	}
 }
 
-func TestLiveLongPollWakesOnPush(t *testing.T) {
-	l := startLive(t)
-	l.json("POST", "/api/v1/configure", `{"queue":"lp"}`, 200, nil)
-	var wg sync.WaitGroup
-	var got *popResp
-	var took time.Duration
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		got = l.pop("/api/v1/pop/queue/lp?wait=true&timeout=10000")
-		took = time.Since(start)
-	}()
-	time.Sleep(500 * time.Millisecond)
-	l.json("POST", "/api/v1/push", `{"items":[{"queue":"lp","payload":1}]}`, 201, nil)
-	wg.Wait()
-	if len(got.Messages) != 1 || took < 400*time.Millisecond {
-		t.Fatalf("long poll: %d messages after %v", len(got.Messages), took)
-	}
-	// A pop without wait answers at once; a wait times out with 204.
-	start := time.Now()
-	if p := l.pop("/api/v1/pop/queue/lp?wait=true&timeout=300"); len(p.Messages) != 0 || time.Since(start) < 250*time.Millisecond {
-		t.Fatalf("timed-out long poll: %v after %v", p, time.Since(start))
+// waitParked waits until count long-poll pops stand parked on the node:
+// from then on a change they may take wakes them.
+func (l *live) waitParked(count int) {
+	l.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.node.ParkedPops() != count {
+		if time.Now().After(deadline) {
+			l.t.Fatalf("%d pops parked after 10 s, want %d", l.node.ParkedPops(), count)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
+// A parked pop is woken by the push, not by its timeout: with a 10 s wait it
+// answers the message long before the 10 s are up (half of them is a bound
+// no wake-up could miss, and a pop that sleeps its timeout out cannot meet).
+// An empty long poll answers 204 after its whole timeout.
+func TestLiveLongPollWakesOnPush(t *testing.T) {
+	l := startLive(t)
+	l.json("POST", "/api/v1/configure", `{"queue":"lp"}`, 200, nil)
+	const wait = 10 * time.Second
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get(l.url + fmt.Sprintf("/api/v1/pop/queue/lp?wait=true&timeout=%d", wait.Milliseconds()))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, b, err}
+	}()
+	l.waitParked(1)
+	pushed := time.Now()
+	l.json("POST", "/api/v1/push", `{"items":[{"queue":"lp","payload":1}]}`, 201, nil)
+	select {
+	case a := <-done:
+		var got popResp
+		if a.err != nil || a.code != 200 || json.Unmarshal(a.body, &got) != nil || len(got.Messages) != 1 {
+			t.Fatalf("long poll woken by a push: %d %s %v", a.code, a.body, a.err)
+		}
+		t.Logf("the parked pop answered %v after the push was sent", time.Since(pushed))
+	case <-time.After(wait / 2):
+		t.Fatalf("a pop parked with a %v wait had not answered %v after a push it could take", wait, wait/2)
+	}
+	// A pop without wait answers at once; a wait times out with 204.
+	const short = 500 * time.Millisecond
+	start := time.Now()
+	if p := l.pop(fmt.Sprintf("/api/v1/pop/queue/lp?wait=true&timeout=%d", short.Milliseconds())); len(p.Messages) != 0 || time.Since(start) < short {
+		t.Fatalf("timed-out long poll: %v after %v, want nothing after its %v timeout", p, time.Since(start), short)
+	}
+}
+
+// A failed message comes back after its retry delay: a long poll waiting for
+// it is woken when the delay ends, not before and not at its own 10 s
+// timeout.
 func TestLiveRetryAfterFailedAckComesBackAfterTheDelay(t *testing.T) {
 	l := startLive(t)
 	l.json("POST", "/api/v1/configure", `{"queue":"r","options":{"retryLimit":1,"retryDelay":300}}`, 200, nil)
 	l.json("POST", "/api/v1/push", `{"items":[{"queue":"r","transactionId":"x","payload":{}}]}`, 201, nil)
 	p := l.pop("/api/v1/pop/queue/r")
+	start := time.Now() // before the failure: the delay runs from its entry
 	l.json("POST", "/api/v1/ack", ackBody(p.Messages[0], "failed"), 200, nil)
-	start := time.Now()
-	p2 := l.pop("/api/v1/pop/queue/r?wait=true&timeout=5000")
-	if len(p2.Messages) != 1 || p2.Messages[0].RetryCount != 1 || time.Since(start) < 250*time.Millisecond {
-		t.Fatalf("redelivery: %+v after %v", p2, time.Since(start))
+	const wait = 10 * time.Second
+	p2 := l.pop(fmt.Sprintf("/api/v1/pop/queue/r?wait=true&timeout=%d", wait.Milliseconds()))
+	took := time.Since(start)
+	if len(p2.Messages) != 1 || p2.Messages[0].RetryCount != 1 || took < 250*time.Millisecond {
+		t.Fatalf("redelivery: %+v after %v", p2, took)
+	}
+	if took >= wait/2 {
+		t.Fatalf("the redelivery due 300 ms after the failure reached a pop parked for %v only after %v: the delay's end did not wake it", wait, took)
 	}
 	// The second failure exhausts retryLimit 1: dead letter.
 	var acks []map[string]any
