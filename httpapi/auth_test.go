@@ -99,6 +99,13 @@ func TestLiveJWTLevelsAndRoles(t *testing.T) {
 	if c != 200 || !strings.Contains(b, `"producerSub":"checkout"`) {
 		t.Fatalf("the timer's producerSub: %d %s", c, b)
 	}
+	// A transaction's timers are stamped too (issue 21: they were not).
+	c, b = call(rw, "POST", "/api/v1/transaction", `{"operations":[],"timers":[{"op":"schedule","queue":"jq","timerKey":"tx","delayMs":60000,"txn":"t2","payload":"MQ=="}]}`)
+	want("read-write schedules a timer in a transaction", c, b, 200, "")
+	c, b = call(rw, "GET", "/api/v1/timers/jq/tx", "")
+	if c != 200 || !strings.Contains(b, `"producerSub":"charger"`) {
+		t.Fatalf("the transaction timer's producerSub: %d %s", c, b)
+	}
 	c, b = call(rw, "GET", "/api/v1/pop/queue/jq", "")
 	want("read-write pop", c, b, 200, "")
 	var popped struct {
