@@ -3,9 +3,7 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 
-	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -29,29 +27,9 @@ func (f *FSM) StateHash() (applied uint64, hash string, err error) {
 
 func (f *FSM) hashOf(r store.Reader, buckets []store.Bucket) (string, error) {
 	sum := sha256.New()
-	for _, b := range buckets {
-		c := r.Cursor(b)
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			fmt.Fprintf(sum, "%s|%x|%x\n", b, k, v)
-		}
-	}
-	for _, p := range f.queue.Reader(r).Committed() {
-		var merr error
-		err := f.msgs.EachEntry(p.PID, p.FirstSeq, p.NextSeq, func(seq uint64, e msgstore.Entry) bool {
-			m, err := f.msgs.Message(p.PID, seq)
-			if err != nil {
-				merr = fmt.Errorf("message %x/%d: %w", p.PID, seq, err)
-				return false
-			}
-			fmt.Fprintf(sum, "m|%x|%d|%+v|%x|%s|%s|%s|%s\n", p.PID, seq, e, m.ID, m.TxnID, m.TraceID, m.ProducerSub, m.Payload)
-			return true
-		})
-		if err == nil {
-			err = merr
-		}
-		if err != nil {
-			return "", fmt.Errorf("entries of %x: %w", p.PID, err)
-		}
+	store.Digest(sum, r, buckets)
+	if err := f.queue.Reader(r).DigestMessages(sum); err != nil {
+		return "", err
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/command"
-	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -202,31 +201,8 @@ func (h *domain) stateHash() string {
 	h.t.Helper()
 	sum := sha256.New()
 	err := h.db.View(func(r store.Reader) error {
-		for _, b := range buckets {
-			c := r.Cursor(b)
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				fmt.Fprintf(sum, "%s|%x|%x\n", b, k, v)
-			}
-		}
-		for _, p := range h.d.Reader(r).Committed() {
-			var merr error
-			err := h.msgs.EachEntry(p.PID, p.FirstSeq, p.NextSeq, func(seq uint64, e msgstore.Entry) bool {
-				m, err := h.msgs.Message(p.PID, seq)
-				if err != nil {
-					merr = err
-					return false
-				}
-				fmt.Fprintf(sum, "m|%x|%d|%+v|%x|%s|%s|%s|%s\n", p.PID, seq, e, m.ID, m.TxnID, m.TraceID, m.ProducerSub, m.Payload)
-				return true
-			})
-			if err == nil {
-				err = merr
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		store.Digest(sum, r, buckets)
+		return h.d.Reader(r).DigestMessages(sum)
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -3,6 +3,8 @@ package queue
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/msgstore"
@@ -274,3 +276,27 @@ func (rd *Reader) Committed() []msgstore.PartitionState {
 
 // Live reports whether a partition id is in the state.
 func (rd *Reader) Live(pid []byte) bool { return rd.r.Get(bPartitionIDs, pid) != nil }
+
+// DigestMessages writes every committed message, its index entry and its
+// record, to w (the state hash's part that lives in the message files).
+func (rd *Reader) DigestMessages(w io.Writer) error {
+	for _, p := range rd.Committed() {
+		var merr error
+		err := rd.msgs.EachEntry(p.PID, p.FirstSeq, p.NextSeq, func(seq uint64, e msgstore.Entry) bool {
+			m, err := rd.msgs.Message(p.PID, seq)
+			if err != nil {
+				merr = fmt.Errorf("message %x/%d: %w", p.PID, seq, err)
+				return false
+			}
+			fmt.Fprintf(w, "m|%x|%d|%+v|%x|%s|%s|%s|%s\n", p.PID, seq, e, m.ID, m.TxnID, m.TraceID, m.ProducerSub, m.Payload)
+			return true
+		})
+		if err == nil {
+			err = merr
+		}
+		if err != nil {
+			return fmt.Errorf("entries of %x: %w", p.PID, err)
+		}
+	}
+	return nil
+}

@@ -327,3 +327,14 @@ func (db *DB) Size() int64 {
 	_ = db.bolt.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
 	return n
 }
+
+// Digest writes every key and value of the buckets, in order, to w (the
+// state hash's part that lives in this file).
+func Digest(w io.Writer, r Reader, buckets []Bucket) {
+	for _, b := range buckets {
+		c := r.Cursor(b)
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			fmt.Fprintf(w, "%s|%x|%x\n", b, k, v)
+		}
+	}
+}
