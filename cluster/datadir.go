@@ -20,6 +20,9 @@ const formatFile = "FORMAT"
 type dataFormat struct {
 	State uint32 `json:"state"`
 	Log   uint32 `json:"log"`
+	// RaftLog is the store the Raft log is in: "wal" or "bolt" (absent:
+	// written before raft-wal, so "bolt").
+	RaftLog string `json:"raftLog,omitempty"`
 }
 
 // checkDataDir creates the data dir, records the formats in a new one, and
@@ -65,7 +68,30 @@ func holdsState(dir string) bool {
 }
 
 func writeFormat(path string) error {
-	b, _ := json.Marshal(dataFormat{State: command.StateFormat, Log: command.LogFormat})
+	return writeFormatAs(path, dataFormat{State: command.StateFormat, Log: command.LogFormat})
+}
+
+// recordRaftLog writes into the FORMAT file the store the Raft log is in
+// now (raftlog.Open moved it there if it was in the other).
+func recordRaftLog(dir, kind string) error {
+	path := filepath.Join(dir, formatFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	var f dataFormat
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("cluster: %s does not parse: %w", path, err)
+	}
+	if f.RaftLog == kind {
+		return nil
+	}
+	f.RaftLog = kind
+	return writeFormatAs(path, f)
+}
+
+func writeFormatAs(path string, format dataFormat) error {
+	b, _ := json.Marshal(format)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -119,7 +119,7 @@ func TestFormatFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf(`{"state":%d,"log":%d}`, command.StateFormat, command.LogFormat); strings.TrimSpace(string(b)) != want {
+	if want := fmt.Sprintf(`{"state":%d,"log":%d,"raftLog":"wal"}`, command.StateFormat, command.LogFormat); strings.TrimSpace(string(b)) != want {
 		t.Fatalf("FORMAT = %s, want %s", b, want)
 	}
 	if _, err := startOn(t, dir); err != nil {

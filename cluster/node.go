@@ -55,6 +55,9 @@ type Config struct {
 	Logger        *slog.Logger
 	Registry      prometheus.Registerer
 	Tuning        raftlog.Tuning
+	// RaftLog is where the Raft log lives: raftlog.LogWAL ("" too) or
+	// raftlog.LogBolt; a log found in the other is moved at start.
+	RaftLog string
 	ApplyTimeout  time.Duration // longest wait for one apply; default 10s
 	SweepInterval time.Duration // leader's sweep period; default 2s
 	SweepLimit    uint32        // work per sweep entry; default 1000
@@ -165,11 +168,15 @@ func Start(cfg Config) (*Node, error) {
 	}
 	hlog := newHCLogger(cfg.Logger, "raft")
 	n.stores, err = raftlog.Open(raftlog.Config{
-		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
+		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog,
 		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
 	})
 	if err != nil {
 		n.db.Close()
+		return nil, err
+	}
+	if err := recordRaftLog(cfg.DataDir, n.stores.LogKind); err != nil {
+		n.closeStores()
 		return nil, err
 	}
 	if err := n.catchUpFromSnapshot(); err != nil {

@@ -43,7 +43,7 @@ func Recover(cfg Config) (lastIndex uint64, err error) {
 	}
 	hlog := newHCLogger(cfg.Logger, "raft")
 	stores, err := raftlog.Open(raftlog.Config{Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
-		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog})
+		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, Log: cfg.RaftLog})
 	if err != nil {
 		return 0, err
 	}

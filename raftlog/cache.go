@@ -22,16 +22,30 @@ type byteCache struct {
 	logs   map[uint64]*raft.Log
 	first  uint64 // lowest cached index (0 = empty)
 	last   uint64
+	// floor is the log's first index as its head truncations left it:
+	// raft-wal drops whole segment files only, and still reads an entry
+	// below its first index from the tail segment, which would let a
+	// leader replicate entries it compacted away instead of sending its
+	// snapshot. Nothing below floor is served.
+	floor uint64
 }
 
-func newByteCache(store raft.LogStore, budget int) *byteCache {
-	return &byteCache{LogStore: store, budget: budget, logs: map[uint64]*raft.Log{}}
+func newByteCache(store raft.LogStore, budget int) (*byteCache, error) {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return nil, err
+	}
+	return &byteCache{LogStore: store, budget: budget, logs: map[uint64]*raft.Log{}, floor: first}, nil
 }
 
 func (c *byteCache) GetLog(index uint64, out *raft.Log) error {
 	c.mu.Lock()
 	l, ok := c.logs[index]
+	below := index < c.floor
 	c.mu.Unlock()
+	if below {
+		return raft.ErrLogNotFound
+	}
 	if ok {
 		*out = *l
 		return nil
@@ -75,7 +89,17 @@ func (c *byteCache) StoreLogs(logs []*raft.Log) error {
 
 func (c *byteCache) DeleteRange(min, max uint64) error {
 	c.reset()
-	return c.LogStore.DeleteRange(min, max)
+	if err := c.LogStore.DeleteRange(min, max); err != nil {
+		return err
+	}
+	first, err := c.LogStore.FirstIndex()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.floor = first
+	c.mu.Unlock()
+	return nil
 }
 
 func (c *byteCache) reset() {

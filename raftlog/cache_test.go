@@ -14,7 +14,10 @@ func TestByteCacheStaysWithinBudgetAndServesMisses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs.Close()
-	c := newByteCache(bs, 1000)
+	c, err := newByteCache(bs, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := uint64(1); i <= 50; i++ {
 		if err := c.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: make([]byte, 100)}}); err != nil {
 			t.Fatal(err)
@@ -42,5 +45,32 @@ func TestByteCacheStaysWithinBudgetAndServesMisses(t *testing.T) {
 	}
 	if err := c.DeleteRange(1, 45); err != nil || len(c.logs) != 0 {
 		t.Fatalf("DeleteRange must clear the cache: %d left, %v", len(c.logs), err)
+	}
+}
+
+// After a head truncation nothing below the log's new first index is
+// served, though raft-wal keeps the entries of a segment it has not
+// dropped whole: a leader must send its snapshot, not compacted entries.
+func TestNothingBelowTheFirstIndexIsServed(t *testing.T) {
+	dir := t.TempDir()
+	s := openKind(t, dir, LogWAL)
+	if err := s.Log.StoreLogs(entries(1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Log.DeleteRange(1, 60); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.Log.GetLog(60, &l); err != raft.ErrLogNotFound {
+		t.Fatalf("entry 60 after truncating to 61: %v", err)
+	}
+	if err := s.Log.GetLog(61, &l); err != nil || l.Index != 61 {
+		t.Fatalf("entry 61: %v", err)
+	}
+	s.Close()
+	s = openKind(t, dir, LogWAL) // and after a restart
+	defer s.Close()
+	if err := s.Log.GetLog(60, &l); err != raft.ErrLogNotFound {
+		t.Fatalf("entry 60 after a restart: %v", err)
 	}
 }

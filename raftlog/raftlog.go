@@ -18,7 +18,12 @@ import (
 
 // Config says where the Raft files live and how the transport listens.
 type Config struct {
-	Dir           string // holds raft.db and snapshots/
+	Dir           string // holds raft.db (the stable store), wal/ (the log) and snapshots/
+	// Log says where the log lives: LogWAL ("" too) or LogBolt. A log
+	// found in the other store is moved at Open.
+	Log string
+	// SegmentBytes sizes raft-wal's segment files; 0 = DefaultSegmentBytes.
+	SegmentBytes int
 	BindAddr      string // host:port the transport listens on
 	AdvertiseAddr string // host:port other nodes dial; "" = BindAddr
 	Logger        hclog.Logger
@@ -41,7 +46,10 @@ type Stores struct {
 	Stable    raft.StableStore
 	Snapshots raft.SnapshotStore
 	Transport *Transport
-	bolt      *raftboltdb.BoltStore
+	// LogKind is where the log lives: LogWAL or LogBolt.
+	LogKind  string
+	bolt     *raftboltdb.BoltStore
+	closeLog func() error // nil when bolt holds the log
 }
 
 // Transport is hashicorp/raft's TCP transport without its pipeline:
@@ -77,19 +85,38 @@ func Open(cfg Config) (*Stores, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftlog: open log: %w", err)
 	}
+	kind, err := ParseLog(cfg.Log)
+	if err != nil {
+		bs.Close()
+		return nil, err
+	}
+	store, closeLog, err := openLog(cfg.Dir, kind, cfg.SegmentBytes, bs, logger)
+	if err != nil {
+		bs.Close()
+		return nil, err
+	}
+	fail := func(err error) (*Stores, error) {
+		if closeLog != nil {
+			closeLog()
+		}
+		bs.Close()
+		return nil, err
+	}
 	cacheBytes := cfg.CacheBytes
 	if cacheBytes == 0 {
 		cacheBytes = 32 << 20
 	}
-	logs := newByteCache(bs, cacheBytes)
+	logs, err := newByteCache(store, cacheBytes)
+	if err != nil {
+		return fail(fmt.Errorf("raftlog: log: %w", err))
+	}
 	retain := cfg.SnapshotsRetained
 	if retain == 0 {
 		retain = 2
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retain, logger.Named("snapshot"))
 	if err != nil {
-		bs.Close()
-		return nil, fmt.Errorf("raftlog: snapshots: %w", err)
+		return fail(fmt.Errorf("raftlog: snapshots: %w", err))
 	}
 	adv := cfg.AdvertiseAddr
 	if adv == "" {
@@ -97,12 +124,10 @@ func Open(cfg Config) (*Stores, error) {
 	}
 	host, _, err := net.SplitHostPort(adv)
 	if err != nil {
-		bs.Close()
-		return nil, fmt.Errorf("raftlog: advertise address %q: %w", adv, err)
+		return fail(fmt.Errorf("raftlog: advertise address %q: %w", adv, err))
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		bs.Close()
-		return nil, fmt.Errorf("raftlog: %q is not an address other nodes can reach; set an advertise address", adv)
+		return fail(fmt.Errorf("raftlog: %q is not an address other nodes can reach; set an advertise address", adv))
 	}
 	pool := cfg.MaxPool
 	if pool == 0 {
@@ -114,20 +139,23 @@ func Open(cfg Config) (*Stores, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
-		bs.Close()
-		return nil, fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err)
+		return fail(fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err))
 	}
 	if cfg.ServerTLS != nil {
 		ln = tls.NewListener(ln, cfg.ServerTLS)
 	}
 	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv), clientTLS: cfg.ClientTLS},
 		pool, timeout, logger.Named("transport"))
-	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{trans}, bolt: bs}, nil
+	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{trans}, LogKind: kind, bolt: bs, closeLog: closeLog}, nil
 }
 
-// Close closes the transport and the log file.
+// Close closes the transport, the log and the stable store.
 func (s *Stores) Close() error {
-	return errors.Join(s.Transport.Close(), s.bolt.Close())
+	errs := []error{s.Transport.Close()}
+	if s.closeLog != nil {
+		errs = append(errs, s.closeLog())
+	}
+	return errors.Join(append(errs, s.bolt.Close())...)
 }
 
 // HasState reports whether this node has Raft state from an earlier run.

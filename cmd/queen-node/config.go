@@ -32,6 +32,7 @@ type config struct {
 	RetentionInterval       time.Duration
 	PartitionCleanup        time.Duration
 	SnapshotThreshold       uint64
+	RaftLog                 string
 	SnapshotInterval        time.Duration
 	LogLevel                string
 	Pprof                   bool
@@ -79,6 +80,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.IntVar(&c.retentionMs, "retention-interval-ms", 2000, "period of the leader's sweep and retention entries (expired leases, KV, deleted queues, retention and eviction of messages), in ms")
 	fs.DurationVar(&c.PartitionCleanup, "partition-cleanup", 7*24*time.Hour, "remove a partition that has held no message for this long (its id is never reused); 0 = never")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", 262144, "log entries between snapshots (snapshots are also taken every 256 MiB of log, or half the state's size)")
+	fs.StringVar(&c.RaftLog, "raft-log", "wal", "where the Raft log lives: wal (hashicorp/raft-wal: one fsync per append) | bolt (raft-boltdb's raft.db); a data dir whose log is in the other is moved at start")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 60*time.Second, "how often to check whether a snapshot is due")
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long an Idempotency-Key's first answer is kept")
 	fs.Float64Var(&c.KVReadRate, "kv-read-rate", 200, "KV reads per second on this node outside transactions (burst twice that); 0 = unlimited")
@@ -104,6 +106,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"retention-interval-ms", func() error { return atLeast(c.retentionMs, 10) }},
 		{"partition-cleanup", func() error { return atLeast(c.PartitionCleanup, 0) }},
 		{"snapshot-threshold", func() error { return atLeast(c.SnapshotThreshold, 1) }},
+		{"raft-log", func() error { return oneOf(c.RaftLog, "wal", "bolt") }},
 		{"snapshot-interval", func() error { return atLeast(c.SnapshotInterval, 10*time.Millisecond) }},
 		{"idempotency-ttl", func() error { return atLeast(c.IdempotencyTTL, time.Second) }},
 		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
