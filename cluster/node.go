@@ -57,7 +57,7 @@ type Config struct {
 	Tuning        raftlog.Tuning
 	// RaftLog is where the Raft log lives: raftlog.LogWAL ("" too) or
 	// raftlog.LogBolt; a log found in the other is moved at start.
-	RaftLog string
+	RaftLog       string
 	ApplyTimeout  time.Duration // longest wait for one apply; default 10s
 	SweepInterval time.Duration // leader's sweep period; default 2s
 	SweepLimit    uint32        // work per sweep entry; default 1000

@@ -18,12 +18,12 @@ import (
 
 // Config says where the Raft files live and how the transport listens.
 type Config struct {
-	Dir           string // holds raft.db (the stable store), wal/ (the log) and snapshots/
+	Dir string // holds raft.db (the stable store), wal/ (the log) and snapshots/
 	// Log says where the log lives: LogWAL ("" too) or LogBolt. A log
 	// found in the other store is moved at Open.
 	Log string
 	// SegmentBytes sizes raft-wal's segment files; 0 = DefaultSegmentBytes.
-	SegmentBytes int
+	SegmentBytes  int
 	BindAddr      string // host:port the transport listens on
 	AdvertiseAddr string // host:port other nodes dial; "" = BindAddr
 	Logger        hclog.Logger
