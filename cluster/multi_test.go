@@ -227,6 +227,18 @@ func TestThreeNodesElectForwardAndReadFromFollowers(t *testing.T) {
 	c := newCluster(t, 3)
 	f := c.followers()[0]
 	ctx := context.Background()
+	// Every node names the leader's client addresses (GET /health's
+	// leaderHttp and leaderGrpc, the Leader RPC), as gossip carries them.
+	lead := c.leader()
+	checkFor(t, 10*time.Second, func() error {
+		for _, tn := range c.nodes {
+			st := tn.node.Status()
+			if st.LeaderHTTP != "http://"+lead.id || st.LeaderGRPC != lead.grpc {
+				return fmt.Errorf("%s names the leader at %q and %q, want %q and %q", tn.id, st.LeaderHTTP, st.LeaderGRPC, "http://"+lead.id, lead.grpc)
+			}
+		}
+		return nil
+	})
 	r, err := push(ctx, f.node, "q", "via-follower")
 	if err != nil || r.Status != command.PushItemResult_QUEUED {
 		t.Fatalf("push through a follower: %v %v", r, err)
@@ -273,7 +285,7 @@ func TestThreeNodesElectForwardAndReadFromFollowers(t *testing.T) {
 		res, err := other.node.Pop(ctx, &command.Pop{Queue: "lp", Batch: 1}, wait)
 		done <- popped{res, err}
 	}()
-	lead := c.leader()
+	lead = c.leader()
 	checkFor(t, 10*time.Second, func() error {
 		if n := lead.node.ParkedPops(); n != 1 {
 			return fmt.Errorf("%d pops parked on the leader, want the follower's one", n)

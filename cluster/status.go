@@ -15,6 +15,10 @@ type RaftStatus struct {
 	Role        string // leader | follower | candidate | shutdown
 	LeaderID    string
 	LeaderAddr  string
+	// LeaderHTTP and LeaderGRPC are where clients reach the leader's APIs
+	// (its advertised addresses, as gossip carries them; "" = unknown), so
+	// that a client that can learn them sends its writes there directly.
+	LeaderHTTP, LeaderGRPC string
 	Term        uint64
 	CommitIndex uint64
 	Applied     uint64 // handed to the FSM by Raft
@@ -72,7 +76,23 @@ func (n *Node) Status() RaftStatus {
 		st.ApplyFailure = "paused: waiting for space on the data disk"
 	}
 	st.StorageReady = st.ApplyFailure == ""
+	st.LeaderHTTP, st.LeaderGRPC = n.clientAddrs(st.LeaderID)
 	return st
+}
+
+// clientAddrs are the advertised HTTP and gRPC addresses of node id.
+func (n *Node) clientAddrs(id string) (http, grpc string) {
+	switch {
+	case id == "":
+		return "", ""
+	case id == n.cfg.NodeID:
+		return n.cfg.HTTPAdvertise, n.cfg.GRPCAdvertise
+	case n.members != nil:
+		if m, ok := n.members.byID(id); ok {
+			return m.HTTP, m.GRPC
+		}
+	}
+	return "", ""
 }
 
 // ID is the node's id.

@@ -75,3 +75,9 @@ type watchStream struct {
 }
 
 func (w watchStream) Context() context.Context { return w.ctx }
+
+// Leader names the leader this node knows and its client addresses.
+func (s *Public) Leader(context.Context, *queenpb.LeaderRequest) (*queenpb.LeaderResponse, error) {
+	st := s.node.Status()
+	return &queenpb.LeaderResponse{NodeId: s.node.ID(), LeaderId: st.LeaderID, LeaderHttp: st.LeaderHTTP, LeaderGrpc: st.LeaderGRPC}, nil
+}

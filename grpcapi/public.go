@@ -32,6 +32,8 @@ type Node interface {
 	LeaseQueues(ctx context.Context, leaseID string) ([]string, bool)
 	Now() int64
 	Ready() bool
+	Status() cluster.RaftStatus
+	ID() string
 	// Watch is closed when an applied entry next changes queue.
 	Watch(queue string) <-chan struct{}
 	// Draining is closed when the node starts to stop.

@@ -30,6 +30,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 		"worker_id": 0, "nodeId": a.b.ID(),
 		"raft": map[string]any{
 			"role": st.Role, "state": st.Role, "leader": st.LeaderID != "", "leaderId": st.LeaderID,
+			"leaderHttp": nullable(st.LeaderHTTP), "leaderGrpc": nullable(st.LeaderGRPC),
 			"term": st.Term, "applied": st.Applied, "commit": st.CommitIndex, "lag": lag,
 			"stateApplied": st.StateApplied, "storageReady": st.StorageReady, "clusterVersion": st.ClusterVersion,
 			"kinds": st.Kinds, "apply": map[string]any{"failure": nullable(st.ApplyFailure), "skipped": nonNilU(st.Skipped)},

@@ -28,7 +28,7 @@ type operation struct {
 
 var operations = []operation{
 	// Public: health and metrics (spec §4.13).
-	{http: []string{"GET /health", "GET /metrics", "GET /metrics/prometheus"}, level: auth.Public},
+	{http: []string{"GET /health", "GET /metrics", "GET /metrics/prometheus"}, grpc: []string{"Leader"}, level: auth.Public},
 
 	// Producers.
 	{http: []string{"POST /api/v1/push"}, grpc: []string{"Push"}, level: auth.ReadWrite, producer: true},

@@ -424,6 +424,110 @@ func (LockOpKind) EnumDescriptor() ([]byte, []int) {
 	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
 }
 
+type LeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderRequest) Reset() {
+	*x = LeaderRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderRequest) ProtoMessage() {}
+
+func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
+func (*LeaderRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{0}
+}
+
+type LeaderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`             // the node that answered
+	LeaderId      string                 `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`       // "" = no leader known
+	LeaderHttp    string                 `protobuf:"bytes,3,opt,name=leader_http,json=leaderHttp,proto3" json:"leader_http,omitempty"` // host:port of the leader's HTTP API ("" = unknown)
+	LeaderGrpc    string                 `protobuf:"bytes,4,opt,name=leader_grpc,json=leaderGrpc,proto3" json:"leader_grpc,omitempty"` // host:port of the leader's gRPC API ("" = unknown)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaderResponse) Reset() {
+	*x = LeaderResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaderResponse) ProtoMessage() {}
+
+func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
+func (*LeaderResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaderResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LeaderResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *LeaderResponse) GetLeaderHttp() string {
+	if x != nil {
+		return x.LeaderHttp
+	}
+	return ""
+}
+
+func (x *LeaderResponse) GetLeaderGrpc() string {
+	if x != nil {
+		return x.LeaderGrpc
+	}
+	return ""
+}
+
 type PushItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -437,7 +541,7 @@ type PushItem struct {
 
 func (x *PushItem) Reset() {
 	*x = PushItem{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +553,7 @@ func (x *PushItem) String() string {
 func (*PushItem) ProtoMessage() {}
 
 func (x *PushItem) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +566,7 @@ func (x *PushItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushItem.ProtoReflect.Descriptor instead.
 func (*PushItem) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{0}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PushItem) GetQueue() string {
@@ -509,7 +613,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +625,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +638,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{1}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PushRequest) GetItems() []*PushItem {
@@ -560,7 +664,7 @@ type PushResult struct {
 
 func (x *PushResult) Reset() {
 	*x = PushResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +676,7 @@ func (x *PushResult) String() string {
 func (*PushResult) ProtoMessage() {}
 
 func (x *PushResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +689,7 @@ func (x *PushResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResult.ProtoReflect.Descriptor instead.
 func (*PushResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{2}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PushResult) GetStatus() PushStatus {
@@ -653,7 +757,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +769,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +782,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{3}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PushResponse) GetResults() []*PushResult {
@@ -712,7 +816,7 @@ type PopRequest struct {
 
 func (x *PopRequest) Reset() {
 	*x = PopRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +828,7 @@ func (x *PopRequest) String() string {
 func (*PopRequest) ProtoMessage() {}
 
 func (x *PopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +841,7 @@ func (x *PopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopRequest.ProtoReflect.Descriptor instead.
 func (*PopRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{4}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PopRequest) GetQueue() string {
@@ -851,7 +955,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +967,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +980,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Message) GetId() string {
@@ -981,7 +1085,7 @@ type PopResponse struct {
 
 func (x *PopResponse) Reset() {
 	*x = PopResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1097,7 @@ func (x *PopResponse) String() string {
 func (*PopResponse) ProtoMessage() {}
 
 func (x *PopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1110,7 @@ func (x *PopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopResponse.ProtoReflect.Descriptor instead.
 func (*PopResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PopResponse) GetQueue() string {
@@ -1078,7 +1182,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1194,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1207,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{7}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConsumeRequest) GetPop() *PopRequest {
@@ -1148,7 +1252,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1264,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1277,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{8}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckRequest) GetTransactionId() string {
@@ -1234,7 +1338,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1350,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1363,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{9}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AckResult) GetTransactionId() string {
@@ -1327,7 +1431,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1443,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1456,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{10}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AckResponse) GetResult() *AckResult {
@@ -1375,7 +1479,7 @@ type AckItem struct {
 
 func (x *AckItem) Reset() {
 	*x = AckItem{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1491,7 @@ func (x *AckItem) String() string {
 func (*AckItem) ProtoMessage() {}
 
 func (x *AckItem) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1504,7 @@ func (x *AckItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckItem.ProtoReflect.Descriptor instead.
 func (*AckItem) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{11}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AckItem) GetTransactionId() string {
@@ -1448,7 +1552,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1564,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1577,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{12}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckBatchRequest) GetConsumerGroup() string {
@@ -1499,7 +1603,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1615,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1628,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{13}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckBatchResponse) GetResults() []*AckResult {
@@ -1547,7 +1651,7 @@ type TransactionOp struct {
 
 func (x *TransactionOp) Reset() {
 	*x = TransactionOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1663,7 @@ func (x *TransactionOp) String() string {
 func (*TransactionOp) ProtoMessage() {}
 
 func (x *TransactionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1676,7 @@ func (x *TransactionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionOp.ProtoReflect.Descriptor instead.
 func (*TransactionOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{14}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransactionOp) GetOp() isTransactionOp_Op {
@@ -1633,7 +1737,7 @@ type TransactionRequest struct {
 
 func (x *TransactionRequest) Reset() {
 	*x = TransactionRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1749,7 @@ func (x *TransactionRequest) String() string {
 func (*TransactionRequest) ProtoMessage() {}
 
 func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1762,7 @@ func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionRequest.ProtoReflect.Descriptor instead.
 func (*TransactionRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{15}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransactionRequest) GetOperations() []*TransactionOp {
@@ -1714,7 +1818,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1830,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1843,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{16}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Position) GetQueue() string {
@@ -1818,7 +1922,7 @@ type TransactionItemResult struct {
 
 func (x *TransactionItemResult) Reset() {
 	*x = TransactionItemResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1934,7 @@ func (x *TransactionItemResult) String() string {
 func (*TransactionItemResult) ProtoMessage() {}
 
 func (x *TransactionItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1947,7 @@ func (x *TransactionItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionItemResult.ProtoReflect.Descriptor instead.
 func (*TransactionItemResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{17}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransactionItemResult) GetType() string {
@@ -1947,7 +2051,7 @@ type TransactionResponse struct {
 
 func (x *TransactionResponse) Reset() {
 	*x = TransactionResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2063,7 @@ func (x *TransactionResponse) String() string {
 func (*TransactionResponse) ProtoMessage() {}
 
 func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2076,7 @@ func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionResponse.ProtoReflect.Descriptor instead.
 func (*TransactionResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{18}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TransactionResponse) GetSuccess() bool {
@@ -2034,7 +2138,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2150,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2163,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{19}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExtendLeaseRequest) GetLeaseId() string {
@@ -2088,7 +2192,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2204,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2217,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{20}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseId() string {
@@ -2177,7 +2281,7 @@ type QueueOptions struct {
 
 func (x *QueueOptions) Reset() {
 	*x = QueueOptions{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2293,7 @@ func (x *QueueOptions) String() string {
 func (*QueueOptions) ProtoMessage() {}
 
 func (x *QueueOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2306,7 @@ func (x *QueueOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOptions.ProtoReflect.Descriptor instead.
 func (*QueueOptions) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{21}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueueOptions) GetLeaseTime() int64 {
@@ -2350,7 +2454,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2466,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2479,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{22}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ConfigureRequest) GetQueue() string {
@@ -2420,7 +2524,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2536,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2549,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{23}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ConfigureResponse) GetQueueId() string {
@@ -2499,7 +2603,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2615,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2628,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{24}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteQueueRequest) GetQueue() string {
@@ -2543,7 +2647,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2659,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2672,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{25}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteQueueResponse) GetExisted() bool {
@@ -2603,7 +2707,7 @@ type KvOp struct {
 
 func (x *KvOp) Reset() {
 	*x = KvOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2719,7 @@ func (x *KvOp) String() string {
 func (*KvOp) ProtoMessage() {}
 
 func (x *KvOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2732,7 @@ func (x *KvOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvOp.ProtoReflect.Descriptor instead.
 func (*KvOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{26}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KvOp) GetOp() KvOpKind {
@@ -2756,7 +2860,7 @@ type KvRow struct {
 
 func (x *KvRow) Reset() {
 	*x = KvRow{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2872,7 @@ func (x *KvRow) String() string {
 func (*KvRow) ProtoMessage() {}
 
 func (x *KvRow) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2885,7 @@ func (x *KvRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvRow.ProtoReflect.Descriptor instead.
 func (*KvRow) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{27}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *KvRow) GetKey() string {
@@ -2840,7 +2944,7 @@ type KvResult struct {
 
 func (x *KvResult) Reset() {
 	*x = KvResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2956,7 @@ func (x *KvResult) String() string {
 func (*KvResult) ProtoMessage() {}
 
 func (x *KvResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +2969,7 @@ func (x *KvResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvResult.ProtoReflect.Descriptor instead.
 func (*KvResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{28}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *KvResult) GetOp() string {
@@ -2968,7 +3072,7 @@ type KvRequest struct {
 
 func (x *KvRequest) Reset() {
 	*x = KvRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3084,7 @@ func (x *KvRequest) String() string {
 func (*KvRequest) ProtoMessage() {}
 
 func (x *KvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3097,7 @@ func (x *KvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvRequest.ProtoReflect.Descriptor instead.
 func (*KvRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{29}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *KvRequest) GetOperations() []*KvOp {
@@ -3017,7 +3121,7 @@ type KvResponse struct {
 
 func (x *KvResponse) Reset() {
 	*x = KvResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3133,7 @@ func (x *KvResponse) String() string {
 func (*KvResponse) ProtoMessage() {}
 
 func (x *KvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3146,7 @@ func (x *KvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvResponse.ProtoReflect.Descriptor instead.
 func (*KvResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *KvResponse) GetOk() bool {
@@ -3097,7 +3201,7 @@ type TimerOp struct {
 
 func (x *TimerOp) Reset() {
 	*x = TimerOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3213,7 @@ func (x *TimerOp) String() string {
 func (*TimerOp) ProtoMessage() {}
 
 func (x *TimerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3226,7 @@ func (x *TimerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
 func (*TimerOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TimerOp) GetOp() TimerOpKind {
@@ -3197,7 +3301,7 @@ type TimersRequest struct {
 
 func (x *TimersRequest) Reset() {
 	*x = TimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3313,7 @@ func (x *TimersRequest) String() string {
 func (*TimersRequest) ProtoMessage() {}
 
 func (x *TimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3326,7 @@ func (x *TimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimersRequest.ProtoReflect.Descriptor instead.
 func (*TimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TimersRequest) GetOperations() []*TimerOp {
@@ -3248,7 +3352,7 @@ type TimerResult struct {
 
 func (x *TimerResult) Reset() {
 	*x = TimerResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3364,7 @@ func (x *TimerResult) String() string {
 func (*TimerResult) ProtoMessage() {}
 
 func (x *TimerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3377,7 @@ func (x *TimerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
 func (*TimerResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TimerResult) GetOk() bool {
@@ -3341,7 +3445,7 @@ type TimersResponse struct {
 
 func (x *TimersResponse) Reset() {
 	*x = TimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3457,7 @@ func (x *TimersResponse) String() string {
 func (*TimersResponse) ProtoMessage() {}
 
 func (x *TimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3470,7 @@ func (x *TimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimersResponse.ProtoReflect.Descriptor instead.
 func (*TimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TimersResponse) GetResults() []*TimerResult {
@@ -3387,7 +3491,7 @@ type CancelTimerRequest struct {
 
 func (x *CancelTimerRequest) Reset() {
 	*x = CancelTimerRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3503,7 @@ func (x *CancelTimerRequest) String() string {
 func (*CancelTimerRequest) ProtoMessage() {}
 
 func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3516,7 @@ func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTimerRequest.ProtoReflect.Descriptor instead.
 func (*CancelTimerRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelTimerRequest) GetQueue() string {
@@ -3457,7 +3561,7 @@ type Timer struct {
 
 func (x *Timer) Reset() {
 	*x = Timer{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3573,7 @@ func (x *Timer) String() string {
 func (*Timer) ProtoMessage() {}
 
 func (x *Timer) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3586,7 @@ func (x *Timer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timer.ProtoReflect.Descriptor instead.
 func (*Timer) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Timer) GetQueue() string {
@@ -3586,7 +3690,7 @@ type GetTimerRequest struct {
 
 func (x *GetTimerRequest) Reset() {
 	*x = GetTimerRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3598,7 +3702,7 @@ func (x *GetTimerRequest) String() string {
 func (*GetTimerRequest) ProtoMessage() {}
 
 func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3611,7 +3715,7 @@ func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimerRequest.ProtoReflect.Descriptor instead.
 func (*GetTimerRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTimerRequest) GetQueue() string {
@@ -3638,7 +3742,7 @@ type GetTimerResponse struct {
 
 func (x *GetTimerResponse) Reset() {
 	*x = GetTimerResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3754,7 @@ func (x *GetTimerResponse) String() string {
 func (*GetTimerResponse) ProtoMessage() {}
 
 func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3767,7 @@ func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimerResponse.ProtoReflect.Descriptor instead.
 func (*GetTimerResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetTimerResponse) GetFound() bool {
@@ -3691,7 +3795,7 @@ type ListTimersRequest struct {
 
 func (x *ListTimersRequest) Reset() {
 	*x = ListTimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3703,7 +3807,7 @@ func (x *ListTimersRequest) String() string {
 func (*ListTimersRequest) ProtoMessage() {}
 
 func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3716,7 +3820,7 @@ func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTimersRequest.ProtoReflect.Descriptor instead.
 func (*ListTimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListTimersRequest) GetQueue() string {
@@ -3751,7 +3855,7 @@ type ListTimersResponse struct {
 
 func (x *ListTimersResponse) Reset() {
 	*x = ListTimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3763,7 +3867,7 @@ func (x *ListTimersResponse) String() string {
 func (*ListTimersResponse) ProtoMessage() {}
 
 func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3776,7 +3880,7 @@ func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTimersResponse.ProtoReflect.Descriptor instead.
 func (*ListTimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListTimersResponse) GetTimers() []*Timer {
@@ -3810,7 +3914,7 @@ type CountTimersRequest struct {
 
 func (x *CountTimersRequest) Reset() {
 	*x = CountTimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +3926,7 @@ func (x *CountTimersRequest) String() string {
 func (*CountTimersRequest) ProtoMessage() {}
 
 func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +3939,7 @@ func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTimersRequest.ProtoReflect.Descriptor instead.
 func (*CountTimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CountTimersRequest) GetQueue() string {
@@ -3861,7 +3965,7 @@ type CountTimersResponse struct {
 
 func (x *CountTimersResponse) Reset() {
 	*x = CountTimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +3977,7 @@ func (x *CountTimersResponse) String() string {
 func (*CountTimersResponse) ProtoMessage() {}
 
 func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +3990,7 @@ func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTimersResponse.ProtoReflect.Descriptor instead.
 func (*CountTimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{42}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CountTimersResponse) GetCount() uint64 {
@@ -3913,7 +4017,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4029,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4042,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{43}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListMessagesRequest) GetQueue() string {
@@ -4028,7 +4132,7 @@ type MessageRow struct {
 
 func (x *MessageRow) Reset() {
 	*x = MessageRow{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4144,7 @@ func (x *MessageRow) String() string {
 func (*MessageRow) ProtoMessage() {}
 
 func (x *MessageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4157,7 @@ func (x *MessageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRow.ProtoReflect.Descriptor instead.
 func (*MessageRow) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{44}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MessageRow) GetId() string {
@@ -4180,7 +4284,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4192,7 +4296,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4205,7 +4309,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{45}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageRow {
@@ -4246,7 +4350,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4258,7 +4362,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4271,7 +4375,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{46}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MessageRef) GetPartitionId() string {
@@ -4299,7 +4403,7 @@ type MessageGroup struct {
 
 func (x *MessageGroup) Reset() {
 	*x = MessageGroup{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4311,7 +4415,7 @@ func (x *MessageGroup) String() string {
 func (*MessageGroup) ProtoMessage() {}
 
 func (x *MessageGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4324,7 +4428,7 @@ func (x *MessageGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageGroup.ProtoReflect.Descriptor instead.
 func (*MessageGroup) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{47}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MessageGroup) GetName() string {
@@ -4361,7 +4465,7 @@ type DeadLetterRef struct {
 
 func (x *DeadLetterRef) Reset() {
 	*x = DeadLetterRef{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4373,7 +4477,7 @@ func (x *DeadLetterRef) String() string {
 func (*DeadLetterRef) ProtoMessage() {}
 
 func (x *DeadLetterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4386,7 +4490,7 @@ func (x *DeadLetterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRef.ProtoReflect.Descriptor instead.
 func (*DeadLetterRef) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{48}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeadLetterRef) GetDlqId() string {
@@ -4437,7 +4541,7 @@ type MessageDetail struct {
 
 func (x *MessageDetail) Reset() {
 	*x = MessageDetail{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4553,7 @@ func (x *MessageDetail) String() string {
 func (*MessageDetail) ProtoMessage() {}
 
 func (x *MessageDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4566,7 @@ func (x *MessageDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageDetail.ProtoReflect.Descriptor instead.
 func (*MessageDetail) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{49}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MessageDetail) GetMessage() *MessageRow {
@@ -4510,7 +4614,7 @@ type DeleteMessageResponse struct {
 
 func (x *DeleteMessageResponse) Reset() {
 	*x = DeleteMessageResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4522,7 +4626,7 @@ func (x *DeleteMessageResponse) String() string {
 func (*DeleteMessageResponse) ProtoMessage() {}
 
 func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4535,7 +4639,7 @@ func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{50}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteMessageResponse) GetSuccess() bool {
@@ -4566,7 +4670,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4578,7 +4682,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4591,7 +4695,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{51}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReplayDeadLetterRequest) GetDlqId() string {
@@ -4655,7 +4759,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4667,7 +4771,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4680,7 +4784,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{52}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReplayDeadLetterResponse) GetSuccess() bool {
@@ -4770,7 +4874,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4782,7 +4886,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4795,7 +4899,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{53}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PurgeDeadLettersRequest) GetQueue() string {
@@ -4821,7 +4925,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4833,7 +4937,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4846,7 +4950,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{54}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() uint64 {
@@ -4871,7 +4975,7 @@ type RecordTraceRequest struct {
 
 func (x *RecordTraceRequest) Reset() {
 	*x = RecordTraceRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4883,7 +4987,7 @@ func (x *RecordTraceRequest) String() string {
 func (*RecordTraceRequest) ProtoMessage() {}
 
 func (x *RecordTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4896,7 +5000,7 @@ func (x *RecordTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTraceRequest.ProtoReflect.Descriptor instead.
 func (*RecordTraceRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{55}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RecordTraceRequest) GetTransactionId() string {
@@ -4957,7 +5061,7 @@ type RecordTraceResponse struct {
 
 func (x *RecordTraceResponse) Reset() {
 	*x = RecordTraceResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4969,7 +5073,7 @@ func (x *RecordTraceResponse) String() string {
 func (*RecordTraceResponse) ProtoMessage() {}
 
 func (x *RecordTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4982,7 +5086,7 @@ func (x *RecordTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTraceResponse.ProtoReflect.Descriptor instead.
 func (*RecordTraceResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{56}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RecordTraceResponse) GetTraceId() string {
@@ -5012,7 +5116,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5024,7 +5128,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5037,7 +5141,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{57}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Trace) GetId() string {
@@ -5134,7 +5238,7 @@ type ListTracesResponse struct {
 
 func (x *ListTracesResponse) Reset() {
 	*x = ListTracesResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5146,7 +5250,7 @@ func (x *ListTracesResponse) String() string {
 func (*ListTracesResponse) ProtoMessage() {}
 
 func (x *ListTracesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5159,7 +5263,7 @@ func (x *ListTracesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTracesResponse.ProtoReflect.Descriptor instead.
 func (*ListTracesResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{58}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListTracesResponse) GetTraces() []*Trace {
@@ -5187,7 +5291,7 @@ type TracesByNameRequest struct {
 
 func (x *TracesByNameRequest) Reset() {
 	*x = TracesByNameRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5199,7 +5303,7 @@ func (x *TracesByNameRequest) String() string {
 func (*TracesByNameRequest) ProtoMessage() {}
 
 func (x *TracesByNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5212,7 +5316,7 @@ func (x *TracesByNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TracesByNameRequest.ProtoReflect.Descriptor instead.
 func (*TracesByNameRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{59}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TracesByNameRequest) GetName() string {
@@ -5246,7 +5350,7 @@ type TraceNamesRequest struct {
 
 func (x *TraceNamesRequest) Reset() {
 	*x = TraceNamesRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5258,7 +5362,7 @@ func (x *TraceNamesRequest) String() string {
 func (*TraceNamesRequest) ProtoMessage() {}
 
 func (x *TraceNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5271,7 +5375,7 @@ func (x *TraceNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceNamesRequest.ProtoReflect.Descriptor instead.
 func (*TraceNamesRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{60}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *TraceNamesRequest) GetLimit() int64 {
@@ -5300,7 +5404,7 @@ type TraceName struct {
 
 func (x *TraceName) Reset() {
 	*x = TraceName{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5312,7 +5416,7 @@ func (x *TraceName) String() string {
 func (*TraceName) ProtoMessage() {}
 
 func (x *TraceName) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5325,7 +5429,7 @@ func (x *TraceName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceName.ProtoReflect.Descriptor instead.
 func (*TraceName) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{61}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TraceName) GetName() string {
@@ -5366,7 +5470,7 @@ type TraceNamesResponse struct {
 
 func (x *TraceNamesResponse) Reset() {
 	*x = TraceNamesResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5378,7 +5482,7 @@ func (x *TraceNamesResponse) String() string {
 func (*TraceNamesResponse) ProtoMessage() {}
 
 func (x *TraceNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5391,7 +5495,7 @@ func (x *TraceNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceNamesResponse.ProtoReflect.Descriptor instead.
 func (*TraceNamesResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{62}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TraceNamesResponse) GetNames() []*TraceName {
@@ -5418,7 +5522,7 @@ type QueueDepthRequest struct {
 
 func (x *QueueDepthRequest) Reset() {
 	*x = QueueDepthRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5430,7 +5534,7 @@ func (x *QueueDepthRequest) String() string {
 func (*QueueDepthRequest) ProtoMessage() {}
 
 func (x *QueueDepthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5443,7 +5547,7 @@ func (x *QueueDepthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepthRequest.ProtoReflect.Descriptor instead.
 func (*QueueDepthRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{63}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *QueueDepthRequest) GetQueue() string {
@@ -5472,7 +5576,7 @@ type PartitionDepth struct {
 
 func (x *PartitionDepth) Reset() {
 	*x = PartitionDepth{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5484,7 +5588,7 @@ func (x *PartitionDepth) String() string {
 func (*PartitionDepth) ProtoMessage() {}
 
 func (x *PartitionDepth) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5497,7 +5601,7 @@ func (x *PartitionDepth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDepth.ProtoReflect.Descriptor instead.
 func (*PartitionDepth) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{64}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PartitionDepth) GetPartition() string {
@@ -5545,7 +5649,7 @@ type QueueDepthResponse struct {
 
 func (x *QueueDepthResponse) Reset() {
 	*x = QueueDepthResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5557,7 +5661,7 @@ func (x *QueueDepthResponse) String() string {
 func (*QueueDepthResponse) ProtoMessage() {}
 
 func (x *QueueDepthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5570,7 +5674,7 @@ func (x *QueueDepthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepthResponse.ProtoReflect.Descriptor instead.
 func (*QueueDepthResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{65}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *QueueDepthResponse) GetPending() uint64 {
@@ -5651,7 +5755,7 @@ type LockOp struct {
 
 func (x *LockOp) Reset() {
 	*x = LockOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5663,7 +5767,7 @@ func (x *LockOp) String() string {
 func (*LockOp) ProtoMessage() {}
 
 func (x *LockOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5676,7 +5780,7 @@ func (x *LockOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
 func (*LockOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{66}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *LockOp) GetOp() LockOpKind {
@@ -5737,7 +5841,7 @@ type LocksRequest struct {
 
 func (x *LocksRequest) Reset() {
 	*x = LocksRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5749,7 +5853,7 @@ func (x *LocksRequest) String() string {
 func (*LocksRequest) ProtoMessage() {}
 
 func (x *LocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5762,7 +5866,7 @@ func (x *LocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksRequest.ProtoReflect.Descriptor instead.
 func (*LocksRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{67}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LocksRequest) GetOperations() []*LockOp {
@@ -5786,7 +5890,7 @@ type LockHolder struct {
 
 func (x *LockHolder) Reset() {
 	*x = LockHolder{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5798,7 +5902,7 @@ func (x *LockHolder) String() string {
 func (*LockHolder) ProtoMessage() {}
 
 func (x *LockHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5811,7 +5915,7 @@ func (x *LockHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
 func (*LockHolder) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{68}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LockHolder) GetSlot() uint32 {
@@ -5882,7 +5986,7 @@ type LockResult struct {
 
 func (x *LockResult) Reset() {
 	*x = LockResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5894,7 +5998,7 @@ func (x *LockResult) String() string {
 func (*LockResult) ProtoMessage() {}
 
 func (x *LockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5907,7 +6011,7 @@ func (x *LockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
 func (*LockResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{69}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *LockResult) GetIndex() uint32 {
@@ -6024,7 +6128,7 @@ type LocksResponse struct {
 
 func (x *LocksResponse) Reset() {
 	*x = LocksResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6036,7 +6140,7 @@ func (x *LocksResponse) String() string {
 func (*LocksResponse) ProtoMessage() {}
 
 func (x *LocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6049,7 +6153,7 @@ func (x *LocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksResponse.ProtoReflect.Descriptor instead.
 func (*LocksResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{70}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *LocksResponse) GetResults() []*LockResult {
@@ -6063,7 +6167,15 @@ var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\n" +
-	"\x1bgrpcapi/queenpb/queen.proto\x12\bqueen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x01\n" +
+	"\x1bgrpcapi/queenpb/queen.proto\x12\bqueen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\rLeaderRequest\"\x88\x01\n" +
+	"\x0eLeaderResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +
+	"\vleader_http\x18\x03 \x01(\tR\n" +
+	"leaderHttp\x12\x1f\n" +
+	"\vleader_grpc\x18\x04 \x01(\tR\n" +
+	"leaderGrpc\"\x9a\x01\n" +
 	"\bPushItem\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x18\n" +
@@ -6683,7 +6795,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x14LOCK_OP_KIND_ACQUIRE\x10\x01\x12\x16\n" +
 	"\x12LOCK_OP_KIND_RENEW\x10\x02\x12\x18\n" +
 	"\x14LOCK_OP_KIND_RELEASE\x10\x03\x12\x14\n" +
-	"\x10LOCK_OP_KIND_GET\x10\x042\x8c\x0e\n" +
+	"\x10LOCK_OP_KIND_GET\x10\x042\xc9\x0e\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -6715,7 +6827,8 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"TraceNames\x12\x1b.queen.v1.TraceNamesRequest\x1a\x1c.queen.v1.TraceNamesResponse\x12G\n" +
 	"\n" +
 	"QueueDepth\x12\x1b.queen.v1.QueueDepthRequest\x1a\x1c.queen.v1.QueueDepthResponse\x128\n" +
-	"\x05Locks\x12\x16.queen.v1.LocksRequest\x1a\x17.queen.v1.LocksResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"\x05Locks\x12\x16.queen.v1.LocksRequest\x1a\x17.queen.v1.LocksResponse\x12;\n" +
+	"\x06Leader\x12\x17.queen.v1.LeaderRequest\x1a\x18.queen.v1.LeaderResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -6730,7 +6843,7 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 }
 
 var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(PushStatus)(0),                  // 0: queen.v1.PushStatus
 	(SubscriptionMode)(0),            // 1: queen.v1.SubscriptionMode
@@ -6739,198 +6852,202 @@ var file_grpcapi_queenpb_queen_proto_goTypes = []any{
 	(TimerOpKind)(0),                 // 4: queen.v1.TimerOpKind
 	(TimerStatus)(0),                 // 5: queen.v1.TimerStatus
 	(LockOpKind)(0),                  // 6: queen.v1.LockOpKind
-	(*PushItem)(nil),                 // 7: queen.v1.PushItem
-	(*PushRequest)(nil),              // 8: queen.v1.PushRequest
-	(*PushResult)(nil),               // 9: queen.v1.PushResult
-	(*PushResponse)(nil),             // 10: queen.v1.PushResponse
-	(*PopRequest)(nil),               // 11: queen.v1.PopRequest
-	(*Message)(nil),                  // 12: queen.v1.Message
-	(*PopResponse)(nil),              // 13: queen.v1.PopResponse
-	(*ConsumeRequest)(nil),           // 14: queen.v1.ConsumeRequest
-	(*AckRequest)(nil),               // 15: queen.v1.AckRequest
-	(*AckResult)(nil),                // 16: queen.v1.AckResult
-	(*AckResponse)(nil),              // 17: queen.v1.AckResponse
-	(*AckItem)(nil),                  // 18: queen.v1.AckItem
-	(*AckBatchRequest)(nil),          // 19: queen.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),         // 20: queen.v1.AckBatchResponse
-	(*TransactionOp)(nil),            // 21: queen.v1.TransactionOp
-	(*TransactionRequest)(nil),       // 22: queen.v1.TransactionRequest
-	(*Position)(nil),                 // 23: queen.v1.Position
-	(*TransactionItemResult)(nil),    // 24: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),      // 25: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),       // 26: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),      // 27: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),             // 28: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),         // 29: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),        // 30: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),       // 31: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),      // 32: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                     // 33: queen.v1.KvOp
-	(*KvRow)(nil),                    // 34: queen.v1.KvRow
-	(*KvResult)(nil),                 // 35: queen.v1.KvResult
-	(*KvRequest)(nil),                // 36: queen.v1.KvRequest
-	(*KvResponse)(nil),               // 37: queen.v1.KvResponse
-	(*TimerOp)(nil),                  // 38: queen.v1.TimerOp
-	(*TimersRequest)(nil),            // 39: queen.v1.TimersRequest
-	(*TimerResult)(nil),              // 40: queen.v1.TimerResult
-	(*TimersResponse)(nil),           // 41: queen.v1.TimersResponse
-	(*CancelTimerRequest)(nil),       // 42: queen.v1.CancelTimerRequest
-	(*Timer)(nil),                    // 43: queen.v1.Timer
-	(*GetTimerRequest)(nil),          // 44: queen.v1.GetTimerRequest
-	(*GetTimerResponse)(nil),         // 45: queen.v1.GetTimerResponse
-	(*ListTimersRequest)(nil),        // 46: queen.v1.ListTimersRequest
-	(*ListTimersResponse)(nil),       // 47: queen.v1.ListTimersResponse
-	(*CountTimersRequest)(nil),       // 48: queen.v1.CountTimersRequest
-	(*CountTimersResponse)(nil),      // 49: queen.v1.CountTimersResponse
-	(*ListMessagesRequest)(nil),      // 50: queen.v1.ListMessagesRequest
-	(*MessageRow)(nil),               // 51: queen.v1.MessageRow
-	(*ListMessagesResponse)(nil),     // 52: queen.v1.ListMessagesResponse
-	(*MessageRef)(nil),               // 53: queen.v1.MessageRef
-	(*MessageGroup)(nil),             // 54: queen.v1.MessageGroup
-	(*DeadLetterRef)(nil),            // 55: queen.v1.DeadLetterRef
-	(*MessageDetail)(nil),            // 56: queen.v1.MessageDetail
-	(*DeleteMessageResponse)(nil),    // 57: queen.v1.DeleteMessageResponse
-	(*ReplayDeadLetterRequest)(nil),  // 58: queen.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 59: queen.v1.ReplayDeadLetterResponse
-	(*PurgeDeadLettersRequest)(nil),  // 60: queen.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil), // 61: queen.v1.PurgeDeadLettersResponse
-	(*RecordTraceRequest)(nil),       // 62: queen.v1.RecordTraceRequest
-	(*RecordTraceResponse)(nil),      // 63: queen.v1.RecordTraceResponse
-	(*Trace)(nil),                    // 64: queen.v1.Trace
-	(*ListTracesResponse)(nil),       // 65: queen.v1.ListTracesResponse
-	(*TracesByNameRequest)(nil),      // 66: queen.v1.TracesByNameRequest
-	(*TraceNamesRequest)(nil),        // 67: queen.v1.TraceNamesRequest
-	(*TraceName)(nil),                // 68: queen.v1.TraceName
-	(*TraceNamesResponse)(nil),       // 69: queen.v1.TraceNamesResponse
-	(*QueueDepthRequest)(nil),        // 70: queen.v1.QueueDepthRequest
-	(*PartitionDepth)(nil),           // 71: queen.v1.PartitionDepth
-	(*QueueDepthResponse)(nil),       // 72: queen.v1.QueueDepthResponse
-	(*LockOp)(nil),                   // 73: queen.v1.LockOp
-	(*LocksRequest)(nil),             // 74: queen.v1.LocksRequest
-	(*LockHolder)(nil),               // 75: queen.v1.LockHolder
-	(*LockResult)(nil),               // 76: queen.v1.LockResult
-	(*LocksResponse)(nil),            // 77: queen.v1.LocksResponse
-	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
+	(*LeaderRequest)(nil),            // 7: queen.v1.LeaderRequest
+	(*LeaderResponse)(nil),           // 8: queen.v1.LeaderResponse
+	(*PushItem)(nil),                 // 9: queen.v1.PushItem
+	(*PushRequest)(nil),              // 10: queen.v1.PushRequest
+	(*PushResult)(nil),               // 11: queen.v1.PushResult
+	(*PushResponse)(nil),             // 12: queen.v1.PushResponse
+	(*PopRequest)(nil),               // 13: queen.v1.PopRequest
+	(*Message)(nil),                  // 14: queen.v1.Message
+	(*PopResponse)(nil),              // 15: queen.v1.PopResponse
+	(*ConsumeRequest)(nil),           // 16: queen.v1.ConsumeRequest
+	(*AckRequest)(nil),               // 17: queen.v1.AckRequest
+	(*AckResult)(nil),                // 18: queen.v1.AckResult
+	(*AckResponse)(nil),              // 19: queen.v1.AckResponse
+	(*AckItem)(nil),                  // 20: queen.v1.AckItem
+	(*AckBatchRequest)(nil),          // 21: queen.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 22: queen.v1.AckBatchResponse
+	(*TransactionOp)(nil),            // 23: queen.v1.TransactionOp
+	(*TransactionRequest)(nil),       // 24: queen.v1.TransactionRequest
+	(*Position)(nil),                 // 25: queen.v1.Position
+	(*TransactionItemResult)(nil),    // 26: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),      // 27: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),       // 28: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),      // 29: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),             // 30: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),         // 31: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),        // 32: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),       // 33: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),      // 34: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                     // 35: queen.v1.KvOp
+	(*KvRow)(nil),                    // 36: queen.v1.KvRow
+	(*KvResult)(nil),                 // 37: queen.v1.KvResult
+	(*KvRequest)(nil),                // 38: queen.v1.KvRequest
+	(*KvResponse)(nil),               // 39: queen.v1.KvResponse
+	(*TimerOp)(nil),                  // 40: queen.v1.TimerOp
+	(*TimersRequest)(nil),            // 41: queen.v1.TimersRequest
+	(*TimerResult)(nil),              // 42: queen.v1.TimerResult
+	(*TimersResponse)(nil),           // 43: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),       // 44: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                    // 45: queen.v1.Timer
+	(*GetTimerRequest)(nil),          // 46: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),         // 47: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),        // 48: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),       // 49: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),       // 50: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),      // 51: queen.v1.CountTimersResponse
+	(*ListMessagesRequest)(nil),      // 52: queen.v1.ListMessagesRequest
+	(*MessageRow)(nil),               // 53: queen.v1.MessageRow
+	(*ListMessagesResponse)(nil),     // 54: queen.v1.ListMessagesResponse
+	(*MessageRef)(nil),               // 55: queen.v1.MessageRef
+	(*MessageGroup)(nil),             // 56: queen.v1.MessageGroup
+	(*DeadLetterRef)(nil),            // 57: queen.v1.DeadLetterRef
+	(*MessageDetail)(nil),            // 58: queen.v1.MessageDetail
+	(*DeleteMessageResponse)(nil),    // 59: queen.v1.DeleteMessageResponse
+	(*ReplayDeadLetterRequest)(nil),  // 60: queen.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 61: queen.v1.ReplayDeadLetterResponse
+	(*PurgeDeadLettersRequest)(nil),  // 62: queen.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 63: queen.v1.PurgeDeadLettersResponse
+	(*RecordTraceRequest)(nil),       // 64: queen.v1.RecordTraceRequest
+	(*RecordTraceResponse)(nil),      // 65: queen.v1.RecordTraceResponse
+	(*Trace)(nil),                    // 66: queen.v1.Trace
+	(*ListTracesResponse)(nil),       // 67: queen.v1.ListTracesResponse
+	(*TracesByNameRequest)(nil),      // 68: queen.v1.TracesByNameRequest
+	(*TraceNamesRequest)(nil),        // 69: queen.v1.TraceNamesRequest
+	(*TraceName)(nil),                // 70: queen.v1.TraceName
+	(*TraceNamesResponse)(nil),       // 71: queen.v1.TraceNamesResponse
+	(*QueueDepthRequest)(nil),        // 72: queen.v1.QueueDepthRequest
+	(*PartitionDepth)(nil),           // 73: queen.v1.PartitionDepth
+	(*QueueDepthResponse)(nil),       // 74: queen.v1.QueueDepthResponse
+	(*LockOp)(nil),                   // 75: queen.v1.LockOp
+	(*LocksRequest)(nil),             // 76: queen.v1.LocksRequest
+	(*LockHolder)(nil),               // 77: queen.v1.LockHolder
+	(*LockResult)(nil),               // 78: queen.v1.LockResult
+	(*LocksResponse)(nil),            // 79: queen.v1.LocksResponse
+	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
-	7,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
+	9,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
 	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
-	9,  // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
+	11, // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
 	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	78, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	78, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	78, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	12, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
-	11, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
+	80, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	80, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	80, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	14, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
+	13, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
 	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
-	16, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
+	18, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
 	2,  // 11: queen.v1.AckItem.status:type_name -> queen.v1.AckStatus
-	18, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
-	16, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
-	15, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
-	7,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
-	21, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
-	33, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
-	38, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
-	23, // 19: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
-	35, // 20: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
-	40, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
-	24, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
-	35, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	78, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
-	28, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
-	28, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
+	20, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
+	18, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
+	17, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
+	9,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
+	23, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
+	35, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
+	40, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
+	25, // 19: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
+	37, // 20: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
+	42, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
+	26, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
+	37, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
+	80, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	30, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
+	30, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
 	3,  // 27: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	78, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	78, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	78, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	78, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
-	34, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
-	33, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
-	35, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
-	35, // 35: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
+	80, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	80, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	80, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	80, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
+	35, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
+	37, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
+	37, // 35: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
 	4,  // 36: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
-	38, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
+	40, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
 	5,  // 38: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	78, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
-	40, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	78, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	78, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	78, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
-	43, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
-	43, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
-	51, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
-	51, // 47: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
-	54, // 48: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
-	55, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
-	64, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
-	68, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
-	71, // 52: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
+	80, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	42, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
+	80, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	80, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	80, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
+	45, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
+	53, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
+	53, // 47: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
+	56, // 48: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
+	57, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
+	66, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
+	70, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
+	73, // 52: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
 	6,  // 53: queen.v1.LockOp.op:type_name -> queen.v1.LockOpKind
-	73, // 54: queen.v1.LocksRequest.operations:type_name -> queen.v1.LockOp
-	78, // 55: queen.v1.LockHolder.since:type_name -> google.protobuf.Timestamp
-	78, // 56: queen.v1.LockHolder.renewed_at:type_name -> google.protobuf.Timestamp
-	78, // 57: queen.v1.LockHolder.expires_at:type_name -> google.protobuf.Timestamp
-	33, // 58: queen.v1.LockResult.guard:type_name -> queen.v1.KvOp
-	78, // 59: queen.v1.LockResult.since:type_name -> google.protobuf.Timestamp
-	78, // 60: queen.v1.LockResult.expires_at:type_name -> google.protobuf.Timestamp
-	78, // 61: queen.v1.LockResult.at:type_name -> google.protobuf.Timestamp
-	75, // 62: queen.v1.LockResult.holders:type_name -> queen.v1.LockHolder
-	76, // 63: queen.v1.LocksResponse.results:type_name -> queen.v1.LockResult
-	8,  // 64: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	11, // 65: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	14, // 66: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	15, // 67: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	19, // 68: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	22, // 69: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	26, // 70: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	29, // 71: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	31, // 72: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	36, // 73: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	39, // 74: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	42, // 75: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	44, // 76: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	46, // 77: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	48, // 78: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	50, // 79: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
-	53, // 80: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
-	53, // 81: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
-	58, // 82: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
-	60, // 83: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
-	62, // 84: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
-	53, // 85: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
-	66, // 86: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
-	67, // 87: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
-	70, // 88: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
-	74, // 89: queen.v1.Queen.Locks:input_type -> queen.v1.LocksRequest
-	10, // 90: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	13, // 91: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	13, // 92: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	17, // 93: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	20, // 94: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	25, // 95: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	27, // 96: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	30, // 97: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	32, // 98: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	37, // 99: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	41, // 100: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	40, // 101: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	45, // 102: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	47, // 103: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	49, // 104: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	52, // 105: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
-	56, // 106: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
-	57, // 107: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
-	59, // 108: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
-	61, // 109: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
-	63, // 110: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
-	65, // 111: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
-	65, // 112: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
-	69, // 113: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
-	72, // 114: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
-	77, // 115: queen.v1.Queen.Locks:output_type -> queen.v1.LocksResponse
-	90, // [90:116] is the sub-list for method output_type
-	64, // [64:90] is the sub-list for method input_type
+	75, // 54: queen.v1.LocksRequest.operations:type_name -> queen.v1.LockOp
+	80, // 55: queen.v1.LockHolder.since:type_name -> google.protobuf.Timestamp
+	80, // 56: queen.v1.LockHolder.renewed_at:type_name -> google.protobuf.Timestamp
+	80, // 57: queen.v1.LockHolder.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 58: queen.v1.LockResult.guard:type_name -> queen.v1.KvOp
+	80, // 59: queen.v1.LockResult.since:type_name -> google.protobuf.Timestamp
+	80, // 60: queen.v1.LockResult.expires_at:type_name -> google.protobuf.Timestamp
+	80, // 61: queen.v1.LockResult.at:type_name -> google.protobuf.Timestamp
+	77, // 62: queen.v1.LockResult.holders:type_name -> queen.v1.LockHolder
+	78, // 63: queen.v1.LocksResponse.results:type_name -> queen.v1.LockResult
+	10, // 64: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	13, // 65: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	16, // 66: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	17, // 67: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	21, // 68: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	24, // 69: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	28, // 70: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	31, // 71: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	33, // 72: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	38, // 73: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	41, // 74: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	44, // 75: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	46, // 76: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	48, // 77: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	50, // 78: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	52, // 79: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
+	55, // 80: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
+	55, // 81: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
+	60, // 82: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
+	62, // 83: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
+	64, // 84: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
+	55, // 85: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
+	68, // 86: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
+	69, // 87: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
+	72, // 88: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
+	76, // 89: queen.v1.Queen.Locks:input_type -> queen.v1.LocksRequest
+	7,  // 90: queen.v1.Queen.Leader:input_type -> queen.v1.LeaderRequest
+	12, // 91: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	15, // 92: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	15, // 93: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	19, // 94: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	22, // 95: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	27, // 96: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	29, // 97: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	32, // 98: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	34, // 99: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	39, // 100: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	43, // 101: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	42, // 102: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	47, // 103: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	49, // 104: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	51, // 105: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	54, // 106: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
+	58, // 107: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
+	59, // 108: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
+	61, // 109: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
+	63, // 110: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
+	65, // 111: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
+	67, // 112: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
+	67, // 113: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
+	71, // 114: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
+	74, // 115: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
+	79, // 116: queen.v1.Queen.Locks:output_type -> queen.v1.LocksResponse
+	8,  // 117: queen.v1.Queen.Leader:output_type -> queen.v1.LeaderResponse
+	91, // [91:118] is the sub-list for method output_type
+	64, // [64:91] is the sub-list for method input_type
 	64, // [64:64] is the sub-list for extension type_name
 	64, // [64:64] is the sub-list for extension extendee
 	0,  // [0:64] is the sub-list for field type_name
@@ -6941,32 +7058,32 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	if File_grpcapi_queenpb_queen_proto != nil {
 		return
 	}
-	file_grpcapi_queenpb_queen_proto_msgTypes[4].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[6].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[8].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[11].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[14].OneofWrappers = []any{
+	file_grpcapi_queenpb_queen_proto_msgTypes[10].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[13].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[16].OneofWrappers = []any{
 		(*TransactionOp_Ack)(nil),
 		(*TransactionOp_Push)(nil),
 	}
-	file_grpcapi_queenpb_queen_proto_msgTypes[21].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[22].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[26].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[27].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[23].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[24].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[28].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[31].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[55].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[65].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[66].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[29].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[30].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[33].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[57].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[67].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[68].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[69].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[70].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[71].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   71,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,6 +56,7 @@ const (
 	Queen_TraceNames_FullMethodName       = "/queen.v1.Queen/TraceNames"
 	Queen_QueueDepth_FullMethodName       = "/queen.v1.Queen/QueueDepth"
 	Queen_Locks_FullMethodName            = "/queen.v1.Queen/Locks"
+	Queen_Leader_FullMethodName           = "/queen.v1.Queen/Leader"
 )
 
 // QueenClient is the client API for Queen service.
@@ -131,6 +132,11 @@ type QueenClient interface {
 	// (POST /api/v1/locks, addendum §4.3): independent ops, one entry. A lock
 	// somebody else holds is a result (ok false, reason held), not an error.
 	Locks(ctx context.Context, in *LocksRequest, opts ...grpc.CallOption) (*LocksResponse, error)
+	// Leader names the Raft leader this node knows and where clients reach
+	// it (its advertised HTTP and gRPC addresses), as GET /health's raft
+	// object does, so that a client sends its writes there rather than
+	// through a follower's forwarding. Public, like /health.
+	Leader(ctx context.Context, in *LeaderRequest, opts ...grpc.CallOption) (*LeaderResponse, error)
 }
 
 type queenClient struct {
@@ -410,6 +416,16 @@ func (c *queenClient) Locks(ctx context.Context, in *LocksRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *queenClient) Leader(ctx context.Context, in *LeaderRequest, opts ...grpc.CallOption) (*LeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaderResponse)
+	err := c.cc.Invoke(ctx, Queen_Leader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -483,6 +499,11 @@ type QueenServer interface {
 	// (POST /api/v1/locks, addendum §4.3): independent ops, one entry. A lock
 	// somebody else holds is a result (ok false, reason held), not an error.
 	Locks(context.Context, *LocksRequest) (*LocksResponse, error)
+	// Leader names the Raft leader this node knows and where clients reach
+	// it (its advertised HTTP and gRPC addresses), as GET /health's raft
+	// object does, so that a client sends its writes there rather than
+	// through a follower's forwarding. Public, like /health.
+	Leader(context.Context, *LeaderRequest) (*LeaderResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -570,6 +591,9 @@ func (UnimplementedQueenServer) QueueDepth(context.Context, *QueueDepthRequest) 
 }
 func (UnimplementedQueenServer) Locks(context.Context, *LocksRequest) (*LocksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Locks not implemented")
+}
+func (UnimplementedQueenServer) Leader(context.Context, *LeaderRequest) (*LeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leader not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -1053,6 +1077,24 @@ func _Queen_Locks_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_Leader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).Leader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_Leader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).Leader(ctx, req.(*LeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1159,6 +1201,10 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Locks",
 			Handler:    _Queen_Locks_Handler,
+		},
+		{
+			MethodName: "Leader",
+			Handler:    _Queen_Leader_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
