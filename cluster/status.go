@@ -12,17 +12,17 @@ import (
 
 // RaftStatus is this node's view of Raft, for /health and the cluster view.
 type RaftStatus struct {
-	Role        string // leader | follower | candidate | shutdown
-	LeaderID    string
-	LeaderAddr  string
+	Role       string // leader | follower | candidate | shutdown
+	LeaderID   string
+	LeaderAddr string
 	// LeaderHTTP and LeaderGRPC are where clients reach the leader's APIs
 	// (its advertised addresses, as gossip carries them; "" = unknown), so
 	// that a client that can learn them sends its writes there directly.
 	LeaderHTTP, LeaderGRPC string
-	Term        uint64
-	CommitIndex uint64
-	Applied     uint64 // handed to the FSM by Raft
-	LastIndex   uint64
+	Term                   uint64
+	CommitIndex            uint64
+	Applied                uint64 // handed to the FSM by Raft
+	LastIndex              uint64
 	// StateApplied is the last entry the state holds (it trails Applied
 	// while apply waits, e.g. for disk space).
 	StateApplied uint64

@@ -65,7 +65,9 @@ func TestGRPCScopedTokensReachNoRiderOutsideTheirScope(t *testing.T) {
 	timer := func(q string) []*pb.TimerOp {
 		return []*pb.TimerOp{{Op: pb.TimerOpKind_TIMER_OP_KIND_SCHEDULE, Queue: q, TimerKey: "t1", DelayMs: proto.Float64(60000), Txn: "x1", Payload: []byte("{}")}}
 	}
-	position := func(q string) []*pb.Position { return []*pb.Position{{Queue: q, ConsumerGroup: "billing", Forget: true}} }
+	position := func(q string) []*pb.Position {
+		return []*pb.Position{{Queue: q, ConsumerGroup: "billing", Forget: true}}
+	}
 	txn := func(r *pb.TransactionRequest) func(context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
 			res, err := c.Transaction(ctx, r)

@@ -54,11 +54,15 @@ func TestScopedTokensReachNoRiderOutsideTheirScope(t *testing.T) {
 		return `{"type":"ack","transactionId":"` + m.TransactionID + `","partitionId":"` + m.PartitionID + `","leaseId":"` + m.LeaseID + `"}`
 	}
 	push := func(q string) string { return `{"type":"push","items":[{"queue":"` + q + `","payload":{"x":1}}]}` }
-	kv := func(ns string) string { return `"kv":[{"op":"put","ns":"` + ns + `","key":"k","value":1,"forever":true}]` }
+	kv := func(ns string) string {
+		return `"kv":[{"op":"put","ns":"` + ns + `","key":"k","value":1,"forever":true}]`
+	}
 	timer := func(q string) string {
 		return `"timers":[{"op":"schedule","queue":"` + q + `","timerKey":"t1","delayMs":60000,"txn":"x1","payload":"e30="}]`
 	}
-	position := func(q string) string { return `"positions":[{"queue":"` + q + `","consumerGroup":"billing","offset":null}]` }
+	position := func(q string) string {
+		return `"positions":[{"queue":"` + q + `","consumerGroup":"billing","offset":null}]`
+	}
 	txn := func(parts ...string) string { return "{" + strings.Join(parts, ",") + "}" }
 	ops := func(o ...string) string { return `"operations":[` + strings.Join(o, ",") + `]` }
 
