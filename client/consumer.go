@@ -61,6 +61,11 @@ func (c *Consumer) Stop() { c.once.Do(func() { close(c.stop) }) }
 // A pop the broker refuses for good (an invalid request) ends Run with
 // that error.
 func (c *Consumer) Run(ctx context.Context, h Handler) error {
+	return c.run(ctx, func(ctx context.Context, msgs []*Message) { c.handle(ctx, h, msgs) })
+}
+
+// run pops with every worker and hands each batch to settle.
+func (c *Consumer) run(ctx context.Context, settle func(ctx context.Context, msgs []*Message)) error {
 	popCtx, cancelPops := context.WithCancel(ctx)
 	defer cancelPops()
 	go func() {
@@ -73,7 +78,7 @@ func (c *Consumer) Run(ctx context.Context, h Handler) error {
 	errs := make(chan error, c.o.Concurrency)
 	var wg sync.WaitGroup
 	for range c.o.Concurrency {
-		wg.Go(func() { errs <- c.work(ctx, popCtx, h) })
+		wg.Go(func() { errs <- c.work(ctx, popCtx, settle) })
 	}
 	wg.Wait()
 	close(errs)
@@ -95,7 +100,7 @@ func (c *Consumer) stopped() bool {
 }
 
 // work is one worker: pop, handle, settle, until stopped.
-func (c *Consumer) work(ctx, popCtx context.Context, h Handler) error {
+func (c *Consumer) work(ctx, popCtx context.Context, settle func(ctx context.Context, msgs []*Message)) error {
 	for !c.stopped() && ctx.Err() == nil {
 		msgs, err := c.q.Pop(popCtx, PopOptions{Group: c.o.Group, Partition: c.o.Partition, Batch: c.o.Batch,
 			Wait: c.o.Wait, Subscription: c.o.Subscription, SubscriptionFrom: c.o.SubscriptionFrom})
@@ -111,7 +116,7 @@ func (c *Consumer) work(ctx, popCtx context.Context, h Handler) error {
 			continue
 		}
 		if len(msgs) > 0 {
-			c.handle(ctx, h, msgs)
+			settle(ctx, msgs)
 		}
 	}
 	return nil

@@ -156,7 +156,12 @@ func (e *PushError) Error() string {
 
 // RejectedAckError: a transaction's ack no longer held its message (the
 // lease ran out, or the message was settled already). Nothing was written.
-type RejectedAckError struct{ Message string }
+type RejectedAckError struct {
+	Message string
+	// Index is the refused ack's index among the transaction's acks and
+	// pushes, in the order they were added (-1: the broker did not say).
+	Index int
+}
 
 func (e *RejectedAckError) Error() string { return "queen: transaction rejected_ack: " + e.Message }
 

@@ -130,6 +130,7 @@ func (t *httpTransport) transaction(ctx context.Context, req *txnRequest) (*TxRe
 		Results       []json.RawMessage
 		jsonRefusal
 	}
+	out.FailedIndex = -1 // absent: a broker that does not name the refused op
 	replayed, err := t.send(ctx, http.MethodPost, "/api/v1/transaction", req.idemKey, body, &out)
 	if err != nil {
 		return nil, err

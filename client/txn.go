@@ -223,7 +223,7 @@ func verdict(res *TxResult, reason, text string, failedIndex int, failed *kvResu
 		res.Precondition = p
 		return nil
 	case "rejected_ack":
-		return &RejectedAckError{Message: text}
+		return &RejectedAckError{Message: text, Index: failedIndex}
 	case "duplicate":
 		return &DuplicateError{Message: text}
 	}

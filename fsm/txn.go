@@ -40,10 +40,14 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	if len(ackItems) > 0 {
 		for j, r := range c.q.Acks(ackItems, true, in.RequiredLeases) {
 			if !r.Success {
-				if r.NotFound {
-					return refuse(command.Reason_REJECTED_ACK, "ACK operation failed: "+r.Error)
+				text := "ACK operation failed: " + r.Error
+				if !r.NotFound {
+					text += " (" + r.TransactionId + ")"
 				}
-				return refuse(command.Reason_REJECTED_ACK, "ACK operation failed: "+r.Error+" ("+r.TransactionId+")")
+				// failedIndex names the refused ack (its index in operations),
+				// so that a client settling a batch can tell which lease it lost.
+				return &command.TxnResult{TransactionId: in.TransactionId, Reason: command.Reason_REJECTED_ACK, Error: text,
+					FailedIndex: int32(ackAt[j])}, false
 			}
 			results[ackAt[j]] = &command.TxnItemResult{
 				Type: command.TxnItemResult_ACK, Success: true, TransactionId: r.TransactionId, Dlq: r.Dlq, LeaseReleased: r.LeaseReleased,

@@ -208,6 +208,9 @@ func txnOut(r *command.TxnResult) map[string]any {
 		out["error"] = r.Error
 		out["results"] = []any{}
 		out["ok"] = false
+		if r.Reason == command.Reason_REJECTED_ACK && r.FailedIndex >= 0 {
+			out["failedIndex"] = r.FailedIndex // the refused ack's index in operations
+		}
 		if r.Reason == command.Reason_KV_PRECONDITION && r.FailedKv != nil {
 			out["failedIndex"] = r.FailedIndex
 			out["kvReason"] = r.FailedKv.Reason.Text()
