@@ -122,8 +122,14 @@ func (e *Effect) Push(queue string, payload any, opts ...PushOption) {
 }
 
 // OnceHandler decides one message whose marker is absent. Returning an
-// error fails the message and commits nothing of e.
+// error fails the message and commits nothing of e; returning ErrAbandon
+// (or an error wrapping it) drops the whole batch uncommitted.
 type OnceHandler func(ctx context.Context, m *Message, e *Effect) error
+
+// ErrAbandon, returned by a OnceHandler, drops its whole batch: nothing is
+// committed, nothing is acked, and the broker delivers the messages again
+// when their lease runs out (what a worker that dies does).
+var ErrAbandon = errors.New("queen: batch abandoned")
 
 // OnceConsumer makes a consumer that settles each message's effect once;
 // Run starts it.
@@ -176,6 +182,10 @@ func (c *OnceConsumer) settleBatch(ctx context.Context, h OnceHandler, msgs []*M
 		err := h(ctx, it.m, e)
 		if err == nil {
 			err = e.err
+		}
+		if errors.Is(err, ErrAbandon) {
+			c.uncommitted(items, err)
+			return
 		}
 		if err != nil {
 			it.failed = err

@@ -10,10 +10,10 @@ import (
 )
 
 // TestPaymentsLab runs the payments lab (examples/payments) against a fresh
-// node with 200 payments: the same crash plan in three modes must show
+// node with 200 payments: the same crash plan in four modes must show
 // duplicates when the charge precedes the ack, losses when the ack precedes
 // the charge, and neither when the marker, the ack and the charge commit in
-// one transaction.
+// one transaction, one payment at a time or ten.
 func TestPaymentsLab(t *testing.T) {
 	n := startNode(t, nodeOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -40,8 +40,8 @@ func TestPaymentsLab(t *testing.T) {
 	}
 	n.requireRunning()
 
-	if len(sb.Results) != 3 {
-		t.Fatalf("%d mode results, want 3", len(sb.Results))
+	if len(sb.Results) != 4 {
+		t.Fatalf("%d mode results, want 4", len(sb.Results))
 	}
 	plan := len(lab.CrashPlan(200, 10))
 	if plan == 0 {
@@ -108,6 +108,20 @@ func TestPaymentsLab(t *testing.T) {
 	}
 	if r3.Markers != 200 || r3.MarkersNamingCharge != 200 {
 		t.Errorf("mode 3: %d markers, %d naming a ledger charge; want 200 and 200", r3.Markers, r3.MarkersNamingCharge)
+	}
+	// Mode 4: the same in batches of 10 through the client's OnceConsumer,
+	// with a lost marker race and a lost lease besides the crash plan.
+	r4, _ := sb.Result(lab.BatchedMarker)
+	if r4.Duplicates != 0 || r4.Lost != 0 || r4.Charges != 200 || r4.LedgerTotal != r4.CorrectTotal {
+		t.Errorf("mode 4 (batched): %d charges, %d duplicates, %d lost, ledger %d; want 200, 0, 0, %d",
+			r4.Charges, r4.Duplicates, r4.Lost, r4.LedgerTotal, r4.CorrectTotal)
+	}
+	if r4.CrashesBeforeCommit == 0 || r4.CrashesAfterCommit == 0 || r4.KVPrecondition == 0 || r4.RejectedAcks == 0 {
+		t.Errorf("mode 4: %d crashes before and %d after the commit, %d lost races, %d lost leases; want each",
+			r4.CrashesBeforeCommit, r4.CrashesAfterCommit, r4.KVPrecondition, r4.RejectedAcks)
+	}
+	if r4.Markers != 200 || r4.MarkersNamingCharge != 200 {
+		t.Errorf("mode 4: %d markers, %d naming a ledger charge; want 200 and 200", r4.Markers, r4.MarkersNamingCharge)
 	}
 	if err := sb.Check(); err != nil {
 		t.Error(err)

@@ -31,6 +31,7 @@ func run() int {
 	flag.IntVar(&cfg.Amount, "amount", 100, "amount of each payment")
 	flag.IntVar(&cfg.Workers, "workers", 8, "concurrent workers in each mode")
 	flag.IntVar(&cfg.Partitions, "partitions", 0, "partitions of each payments queue (default 2 × workers)")
+	flag.IntVar(&cfg.Batch, "batch", 10, "payments per batch in mode 4 (the Go client's OnceConsumer)")
 	flag.IntVar(&cfg.LeaseSeconds, "lease", 1, "the queues' leaseTime in seconds: how long a crashed delivery waits to come back")
 	flag.IntVar(&cfg.CrashPercent, "crash-percent", 10, "share of deliveries the crash plan kills")
 	flag.Float64Var(&cfg.KVReadRate, "kv-rate", 150, "marker reads per second in mode 3, below the broker's KV read rate (-1 = unpaced)")
@@ -59,6 +60,6 @@ func run() int {
 		fmt.Printf("\nFAIL: %v\n", err)
 		return 1
 	}
-	fmt.Println("\nPASS: duplicates without the marker, losses with ack first, neither with the marker transaction")
+	fmt.Println("\nPASS: duplicates without the marker, losses with ack first, neither with the marker transaction, one at a time or in batches")
 	return 0
 }

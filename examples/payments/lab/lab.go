@@ -51,10 +51,13 @@ const (
 	AckFirst Mode = 2
 	// MarkerTransaction commits marker + ack + charge in one transaction.
 	MarkerTransaction Mode = 3
+	// BatchedMarker commits the markers, acks and charges of a whole batch
+	// in one transaction (the Go client's OnceConsumer).
+	BatchedMarker Mode = 4
 )
 
 // AllModes is the order the lab runs them in.
-var AllModes = []Mode{AtLeastOnce, AckFirst, MarkerTransaction}
+var AllModes = []Mode{AtLeastOnce, AckFirst, MarkerTransaction, BatchedMarker}
 
 func (m Mode) String() string {
 	switch m {
@@ -64,12 +67,14 @@ func (m Mode) String() string {
 		return "ack first"
 	case MarkerTransaction:
 		return "marker + ack transaction"
+	case BatchedMarker:
+		return "batched marker + ack"
 	}
 	return fmt.Sprintf("mode(%d)", int(m))
 }
 
 func (m Mode) short() string {
-	return [...]string{"", "alo", "ackfirst", "marker"}[m]
+	return [...]string{"", "alo", "ackfirst", "marker", "batched"}[m]
 }
 
 // Config is one run of the lab. Zero fields take the defaults noted.
@@ -80,6 +85,7 @@ type Config struct {
 	Workers      int           // concurrent workers per mode, default 8
 	Partitions   int           // partitions of each payments queue, default 2×Workers
 	LeaseSeconds int           // the queue's leaseTime, default 1
+	Batch        int           // payments per batch in mode 4, default 10
 	CrashPercent int           // deliveries that crash, default 10 (negative = none)
 	ModeTimeout  time.Duration // deadline of one mode, default 3 minutes
 	// KVReadRate paces mode 3's marker reads below the broker's per-node
@@ -112,6 +118,9 @@ func (c *Config) fill() error {
 	if c.LeaseSeconds == 0 {
 		c.LeaseSeconds = 1
 	}
+	if c.Batch == 0 {
+		c.Batch = 10
+	}
 	if c.CrashPercent == 0 {
 		c.CrashPercent = 10
 	}
@@ -143,7 +152,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("lab: crash percent %d is above 50", c.CrashPercent)
 	}
 	for _, m := range c.Modes {
-		if m < AtLeastOnce || m > MarkerTransaction {
+		if m < AtLeastOnce || m > BatchedMarker {
 			return fmt.Errorf("lab: unknown mode %d", int(m))
 		}
 	}

@@ -51,7 +51,7 @@ func runMode(parent context.Context, cfg Config, b *broker, m Mode) (Result, err
 		allDone: make(chan struct{}),
 	}
 	r.res = Result{Mode: m, Queue: r.queue, CorrectTotal: cfg.Payments * cfg.Amount, Ledger: "workers' memory"}
-	if m == MarkerTransaction {
+	if m.marks() {
 		r.res.Namespace, r.res.Ledger = r.ns, "queue "+r.led
 	}
 	fmt.Fprintf(cfg.Log, "mode %d (%s): queue %s, %d partitions, lease %ds, %d workers\n",
@@ -72,14 +72,14 @@ func runMode(parent context.Context, cfg Config, b *broker, m Mode) (Result, err
 	// commit verdict was lost, by looking for their markers.
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for w := 0; w < cfg.Workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.worker(wctx, w)
-		}()
+	if m == BatchedMarker {
+		wg.Go(func() { r.runBatched(wctx) })
+	} else {
+		for w := 0; w < cfg.Workers; w++ {
+			wg.Go(func() { r.worker(wctx, w) })
+		}
 	}
-	if m == MarkerTransaction {
+	if m.marks() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -104,7 +104,7 @@ func runMode(parent context.Context, cfg Config, b *broker, m Mode) (Result, err
 
 	// The ledger.
 	ledger := r.ledger
-	if m == MarkerTransaction {
+	if m.marks() {
 		var err error
 		if ledger, err = r.readLedger(ctx); err != nil {
 			return r.res, err
@@ -119,6 +119,10 @@ func runMode(parent context.Context, cfg Config, b *broker, m Mode) (Result, err
 	fmt.Fprintf(cfg.Log, "mode %d (%s): done in %v\n", int(m), m, r.res.Elapsed.Round(time.Millisecond))
 	return r.res, nil
 }
+
+// marks reports whether the mode writes markers and keeps its ledger in a
+// queue (modes 3 and 4).
+func (m Mode) marks() bool { return m == MarkerTransaction || m == BatchedMarker }
 
 // pushPayments queues the payments, round-robin over the partitions, in
 // requests of up to 100 items. The transactionId is the payment id.

@@ -41,6 +41,10 @@ var headlines = map[Mode][2]string{
 		"Mode 3: marker + ack in ONE transaction. Same crashes, same redeliveries;",
 		"        the marker, the ack and the charge commit together or not at all.",
 	},
+	BatchedMarker: {
+		"Mode 4: a batch's markers, acks and charges in ONE transaction. A lost race",
+		"        or a lost lease rolls the batch back; it commits again, charging nothing twice.",
+	},
 }
 
 // PrintMode writes one mode's section.
@@ -62,6 +66,13 @@ func (s Scoreboard) PrintMode(w io.Writer, r Result) {
 			r.Crashes, r.CrashesBeforeCommit, r.CrashesAfterCommit))
 		line("replays after a lost reply", fmt.Sprintf("%d (marker found, nothing charged: %d)", r.Replays, r.MarkerHits))
 		line("commits refused", fmt.Sprintf("%d kv_precondition, %d rejected_ack", r.KVPrecondition, r.RejectedAcks))
+	case BatchedMarker:
+		line("batch size", s.Config.Batch)
+		line("crashes", fmt.Sprintf("%d (%d before the commit: batch abandoned, %d right after sending it)",
+			r.Crashes, r.CrashesBeforeCommit, r.CrashesAfterCommit))
+		line("deliveries that found their marker", r.MarkerHits)
+		line("batches committed again", fmt.Sprintf("%d payments lost a marker race, %d lost their lease (charged, acked on redelivery)",
+			r.KVPrecondition, r.RejectedAcks))
 	case AtLeastOnce:
 		line("crashes (charged, never acked)", r.Crashes)
 	case AckFirst:
@@ -80,7 +91,7 @@ func (s Scoreboard) PrintMode(w io.Writer, r Result) {
 	case d < 0:
 		line("undercharged by", money(-d))
 	}
-	if r.Mode == MarkerTransaction {
+	if r.Mode.marks() {
 		line("markers", fmt.Sprintf("%d, each naming a charge in the ledger: %d", r.Markers, r.MarkersNamingCharge))
 	}
 	if r.Retries > 0 {
@@ -122,6 +133,10 @@ func (s Scoreboard) Print(w io.Writer) {
 	fmt.Fprintf(w, "  Ack, then charge:        %d lost charges, ledger %s (too low).\n", r2.Lost, money(r2.LedgerTotal))
 	fmt.Fprintf(w, "  Marker + ack + charge:   %d duplicates, %d lost, ledger %s (%s).\n",
 		r3.Duplicates, r3.Lost, money(r3.LedgerTotal), map[bool]string{true: "exactly right", false: "WRONG"}[r3.LedgerTotal == r3.CorrectTotal && r3.Duplicates == 0 && r3.Lost == 0])
+	if r4, ok := s.Result(BatchedMarker); ok {
+		fmt.Fprintf(w, "  The same, %d at a time:   %d duplicates, %d lost, ledger %s (%s).\n", s.Config.Batch,
+			r4.Duplicates, r4.Lost, money(r4.LedgerTotal), map[bool]string{true: "exactly right", false: "WRONG"}[r4.LedgerTotal == r4.CorrectTotal && r4.Duplicates == 0 && r4.Lost == 0])
+	}
 	fmt.Fprintf(w, "  Delivery stayed at-least-once (%d deliveries for %d payments);\n", r3.Deliveries, r3.Sent)
 	fmt.Fprintf(w, "  the effect became exactly-once because it commits with the ack.\n")
 }
@@ -147,14 +162,18 @@ func (s Scoreboard) Check() error {
 			if r.Duplicates != 0 {
 				errs = append(errs, fmt.Errorf("mode 2 (ack first) charged %d payments twice", r.Duplicates))
 			}
-		case MarkerTransaction:
+		case MarkerTransaction, BatchedMarker:
 			if r.Duplicates != 0 || r.Lost != 0 || r.LedgerTotal != r.CorrectTotal {
-				errs = append(errs, fmt.Errorf("mode 3 (marker + ack transaction): %d duplicates, %d lost, ledger %d (want 0, 0, %d)",
-					r.Duplicates, r.Lost, r.LedgerTotal, r.CorrectTotal))
+				errs = append(errs, fmt.Errorf("mode %d (%s): %d duplicates, %d lost, ledger %d (want 0, 0, %d)",
+					int(r.Mode), r.Mode, r.Duplicates, r.Lost, r.LedgerTotal, r.CorrectTotal))
 			}
 			if r.Markers != r.Sent || r.MarkersNamingCharge != r.Sent {
-				errs = append(errs, fmt.Errorf("mode 3: %d markers, %d naming a ledger charge (want %d)",
-					r.Markers, r.MarkersNamingCharge, r.Sent))
+				errs = append(errs, fmt.Errorf("mode %d: %d markers, %d naming a ledger charge (want %d)",
+					int(r.Mode), r.Markers, r.MarkersNamingCharge, r.Sent))
+			}
+			if r.Mode == BatchedMarker && r.Sent >= slowPayment && (r.KVPrecondition == 0 || r.RejectedAcks == 0) {
+				errs = append(errs, fmt.Errorf("mode 4: %d lost marker races and %d lost leases; the rival's and the slow payment give one each",
+					r.KVPrecondition, r.RejectedAcks))
 			}
 		}
 	}
