@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,7 +34,14 @@ type config struct {
 	retry     RetryPolicy
 	transport string
 	token     TokenSource
+	routing   *bool
 }
+
+// WithLeaderRouting turns leader routing on or off. It is on when New is
+// given several nodes and off for one (which may be a load balancer, or a
+// network where the leader's advertised address cannot be reached): on,
+// every call goes to the leader the nodes name.
+func WithLeaderRouting(on bool) Option { return func(c *config) { c.routing = &on } }
 
 // TokenSource returns the bearer token (a JWT) for the next call; it may
 // refresh it. An error fails the call without sending it.
@@ -70,28 +78,76 @@ func WithGRPC() Option { return func(c *config) { c.transport = "grpc" } }
 //	grpc://127.0.0.1:6633    gRPC, queen.v1
 //	127.0.0.1:6633           gRPC with WithGRPC()
 //
-// No request is sent until the first call.
+// target may name several nodes of a cluster, separated by commas
+// ("http://10.0.0.1:6632,http://10.0.0.2:6632"). The client then sends
+// every call to the Raft leader, whose address the nodes name (GET
+// /health, the Leader RPC), and to the given nodes in turn while it does
+// not know the leader or cannot reach it (WithLeaderRouting turns this on
+// for one node, or off). No request is sent until the first call.
 func New(target string, opts ...Option) (*Client, error) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
 	c := &Client{retry: cfg.retry.withDefaults()}
+	var nodes []transport
+	var dial func(addr string) (transport, error)
+	byAddr := map[string]transport{} // a leader that is one of the given nodes takes that node's connections
+	for _, tg := range strings.Split(target, ",") {
+		tg = strings.TrimSpace(tg)
+		t, d, err := open(tg, &cfg)
+		if err != nil {
+			for _, n := range nodes {
+				n.close()
+			}
+			return nil, fmt.Errorf("queen: %w", err)
+		}
+		nodes, dial = append(nodes, t), d
+		if u, err := url.Parse(tg); err == nil && u.Host != "" {
+			byAddr[u.Host] = t
+		} else {
+			byAddr[tg] = t
+		}
+	}
+	routing := len(nodes) > 1
+	if cfg.routing != nil {
+		routing = *cfg.routing
+	}
+	switch {
+	case len(nodes) == 1 && !routing:
+		c.t = nodes[0]
+		return c, nil
+	case !routing:
+		c.t = &router{nodes: nodes} // in turn, never asking who leads
+		return c, nil
+	}
+	c.t = newRouter(nodes, func(addr string) (transport, error) {
+		if t, ok := byAddr[addr]; ok {
+			return t, nil
+		}
+		return dial(addr)
+	})
+	return c, nil
+}
+
+// open makes the transport of one target, and a way to dial another
+// address of the same kind (a leader's).
+func open(target string, cfg *config) (transport, func(addr string) (transport, error), error) {
 	u, err := url.Parse(target)
 	switch {
 	case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
-		c.t = newHTTP(target, cfg.hc, cfg.token)
+		scheme := u.Scheme
+		return newHTTP(target, cfg.hc, cfg.token), func(addr string) (transport, error) {
+			return newHTTP(scheme+"://"+addr, cfg.hc, cfg.token), nil
+		}, nil
 	case err == nil && u.Scheme == "grpc":
-		c.t, err = newGRPC(u.Host, cfg.dialOpts, cfg.token)
+		t, err := newGRPC(u.Host, cfg.dialOpts, cfg.token)
+		return t, func(addr string) (transport, error) { return newGRPC(addr, cfg.dialOpts, cfg.token) }, err
 	case cfg.transport == "grpc":
-		c.t, err = newGRPC(target, cfg.dialOpts, cfg.token)
-	default:
-		return nil, fmt.Errorf("queen: target %q: want http://, https:// or grpc:// (or WithGRPC)", target)
+		t, err := newGRPC(target, cfg.dialOpts, cfg.token)
+		return t, func(addr string) (transport, error) { return newGRPC(addr, cfg.dialOpts, cfg.token) }, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("queen: %w", err)
-	}
-	return c, nil
+	return nil, nil, fmt.Errorf("target %q: want http://, https:// or grpc:// (or WithGRPC)", target)
 }
 
 // Close releases the connections.

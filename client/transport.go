@@ -26,6 +26,9 @@ type transport interface {
 	getTimer(ctx context.Context, queue, key string) (*Timer, error)
 	listTimers(ctx context.Context, queue, after string, limit int) (*TimerPage, error)
 	countTimers(ctx context.Context, queue, prefix string) (int, error)
+	// leaderAddr is the address of the leader's API of this transport's
+	// kind, as this node knows it ("" = none known).
+	leaderAddr(ctx context.Context) (string, error)
 	close() error
 }
 

@@ -23,6 +23,12 @@
 //	             of the marker], and what does an order and each step cost?
 //	             The marker get is a KV read outside a transaction: start
 //	             the node with --kv-read-rate 0 (bench.sh does).
+//	exactly-once-batch
+//	             The same in batches of 10 through the Go client's
+//	             OnceConsumer: pop(batch=10) -> one KV getMany of the 10
+//	             markers -> one transaction of the 10 acks, each with its
+//	             required putIfAbsent marker. How many orders/s, and what
+//	             does a batch and each step cost?
 //	timers       How many timers/s can producers schedule through POST
 //	             /api/v1/timers (-timer-batch ops a call, delayMs spread
 //	             0..-timer-max-delay) at -timer-rate, how many fire per
@@ -132,6 +138,7 @@ var scenarios = []scenario{
 	{"pop-ack", runPopAck},
 	{"latency", runLatency},
 	{"exactly-once", runExactlyOnce},
+	{"exactly-once-batch", runExactlyOnceBatch},
 	{"timers", runTimers},
 	{"reads", runReads},
 	{"pollers", runPollers},
@@ -158,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runVsNats(ctx, o, stdout, stderr)
 	}
 	if o.start > 0 {
-		stopNodes, err := startNodes(ctx, o, names["exactly-once"] || names["reads"], stderr)
+		stopNodes, err := startNodes(ctx, o, names["exactly-once"] || names["exactly-once-batch"] || names["reads"], stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
