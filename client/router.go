@@ -33,9 +33,9 @@ type router struct {
 	dial func(addr string) (transport, error)
 
 	mu      sync.Mutex // nil dial: no leader routing, the nodes in turn
-	leader  transport // nil: not known
-	addr    string    // the leader's address
-	asked   time.Time // when the nodes were last asked
+	leader  transport  // nil: not known
+	addr    string     // the leader's address
+	asked   time.Time  // when the nodes were last asked
 	asking  bool
 	next    int                  // the node the next call goes to while no leader is known
 	dialled map[string]transport // leaders' transports by address (closed with the router)

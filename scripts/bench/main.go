@@ -112,6 +112,10 @@ type options struct {
 	bin      string // their binary ("" = $QN_BIN or a build of the working tree)
 	nodeArgs string // extra flags for every node started
 	vsNats   bool   // the comparison with NATS JetStream (vsnats.go)
+	// leaderAware sends every worker to the leader (found from the nodes'
+	// /health) instead of spreading them over the nodes: what a client that
+	// can learn the leader does (the Go client given every node).
+	leaderAware bool
 	before   string // with -vs-nats: a binary of the commit before, run too
 	keepData bool   // keep the started nodes' dir
 	secure   bool   // with -start: TLS on every link and JWT on (secure.go)
@@ -178,6 +182,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if o.leaderAware {
+		l, err := leaderURL(ctx, o.urls)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "bench: -leader-aware: every worker talks to the leader, %s\n", l)
+		o.urls, o.url = []string{l}, l
+	}
 	table := stdout
 	if o.jsonOut {
 		table = stderr // keep stdout machine-readable
@@ -228,6 +241,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.start, "start", 0, "start this many throwaway nodes (joined over gossip when > 1) instead of using -url/-urls")
 	fs.StringVar(&o.bin, "bin", "", "with -start: the queen-node binary (default: $QN_BIN, else a build of the working tree)")
 	fs.StringVar(&o.nodeArgs, "node-args", os.Getenv("QN_NODE_ARGS"), "with -start: extra flags for every node, space-separated (default: $QN_NODE_ARGS)")
+	fs.BoolVar(&o.leaderAware, "leader-aware", false, "send every worker to the leader (found from the nodes' /health) instead of spreading them over the nodes")
 	fs.BoolVar(&o.vsNats, "vs-nats", false, "compare a three-node queen-node cluster with three-node NATS JetStream (default and sync_interval: always) in one sitting, as ratios")
 	fs.StringVar(&o.before, "before", "", "with -vs-nats: also measure this queen-node binary (a build of the commit before)")
 	fs.BoolVar(&o.secure, "secure", false, "with -start: run the nodes with every link encrypted (HTTPS, TLS gRPC, peer mTLS, gossip keyring) and JWT on, and send an admin token")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -129,4 +130,42 @@ func checkNodes(c *nodeproc.Cluster, stderr io.Writer) bool {
 		}
 	}
 	return ok
+}
+
+// leaderURL is the URL, among urls, of the node whose /health says it
+// leads (waiting up to 15 s for one).
+func leaderURL(ctx context.Context, urls []string) (string, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, u := range urls {
+			var h struct {
+				Raft struct {
+					Role string `json:"role"`
+				} `json:"raft"`
+			}
+			if getJSON(ctx, u+"/health", &h) == nil && h.Raft.Role == "leader" {
+				return u, nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "", fmt.Errorf("no node of %v says it leads", urls)
+}
+
+// getJSON decodes the JSON answer of a GET (any status).
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
 }
