@@ -90,6 +90,13 @@ type FSM struct {
 
 	// flows are the per-minute counts of what entries did (flows.go)
 	flows *Flows
+
+	// undone are the message batches applied since the state file last
+	// committed (store.Options.CommitEvery): the files they remove
+	// (retention, deleted queues) go only once the state that no longer
+	// needs them is in the file, so that a crash never leaves a state file
+	// naming records whose files are gone. Apply goroutine only.
+	undone []*msgstore.Batch
 }
 
 // maxSkipped bounds the skipped entries the FSM remembers for /health.
@@ -281,7 +288,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		// the log any more.
 		panic(fmt.Sprintf("fsm: commit batch ending at %d: %v", logs[len(logs)-1].Index, err))
 	}
-	msgs.Done()
+	f.undone = append(f.undone, msgs)
+	if f.db.Pending() == 0 {
+		f.releaseUndone()
+	}
 	f.flows.publish()
 	f.meta = meta
 	f.applied.Store(meta.AppliedIndex)
@@ -294,6 +304,26 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.opts.OnApplied(meta.AppliedIndex, changes)
 	}
 	return resp
+}
+
+// releaseUndone lets the message batches the state file has committed
+// remove what they dropped.
+func (f *FSM) releaseUndone() {
+	for _, b := range f.undone {
+		b.Done()
+	}
+	f.undone = f.undone[:0]
+}
+
+// Flush commits to the state file every batch applied and lets their
+// message batches remove what they dropped (before the node closes the
+// files). No batch may be applied meanwhile.
+func (f *FSM) Flush() error {
+	if err := f.db.Flush(); err != nil {
+		return err
+	}
+	f.releaseUndone()
+	return nil
 }
 
 // applyCommand runs one command in its own staged transaction and commits
@@ -400,6 +430,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.db.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}
+	f.releaseUndone() // Sync committed every batch
 	if err := f.msgs.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}
@@ -468,6 +499,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := pending.Commit(files.Commit); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
+	f.undone = nil // the batches of the state replaced: their removals went with it
 	f.queue.Reset()
 	if err := f.loadMeta(); err != nil {
 		return err

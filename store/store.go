@@ -36,12 +36,26 @@ type Options struct {
 	// InitialMmapSize sizes the first mapping; a larger one avoids remaps,
 	// which wait for every open read transaction. 0 means 1 GiB.
 	InitialMmapSize int
+	// CommitEvery > 1 commits the file once per that many Update calls
+	// (or CommitAfter, whichever comes first) instead of once per call;
+	// readers see every call's writes meanwhile (overlay.go). Only for a
+	// caller that can rebuild the uncommitted batches from elsewhere after
+	// a crash (the FSM from the Raft log), and that calls Flush before it
+	// relies on the file (a snapshot).
+	CommitEvery int
+	// CommitAfter bounds how long batches stay uncommitted; 0 = 50ms.
+	CommitAfter time.Duration
 }
 
 // DB is the state file. Reads run concurrently with one writer; Restore swaps
 // the file under an exclusive lock.
 type DB struct {
 	mu       sync.RWMutex // shared by View/Update, exclusive for Restore and Close
+	wmu      sync.Mutex   // the writer's: Update, Flush (CommitEvery > 1)
+	layersMu sync.Mutex   // the layers and the begin of a reader's view, together
+	layers   []layer      // batches applied, not committed (oldest first)
+	pend     pending      // the open write transaction (CommitEvery > 1)
+	failed   error        // a batch failed with others uncommitted: no more writes
 	bolt     *bolt.DB
 	path     string
 	opts     Options
@@ -54,6 +68,9 @@ type DB struct {
 func Open(path string, buckets []Bucket, opts Options) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if opts.CommitAfter == 0 {
+		opts.CommitAfter = 50 * time.Millisecond
 	}
 	db := &DB{path: path, opts: opts, buckets: buckets}
 	if opts.DeferSync {
@@ -122,7 +139,12 @@ func (db *DB) Close() error {
 	if db.bolt == nil {
 		return nil
 	}
-	err := db.bolt.Sync()
+	db.wmu.Lock()
+	err := db.flush()
+	db.wmu.Unlock()
+	if serr := db.bolt.Sync(); err == nil {
+		err = serr
+	}
 	if cerr := db.bolt.Close(); err == nil {
 		err = cerr
 	}
@@ -133,12 +155,18 @@ func (db *DB) Close() error {
 	return err
 }
 
-// Sync makes every committed write durable.
+// Sync makes every write durable, the batches Update kept open included.
 func (db *DB) Sync() error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.bolt == nil {
 		return ErrClosed
+	}
+	db.wmu.Lock()
+	err := db.flush()
+	db.wmu.Unlock()
+	if err != nil {
+		return err
 	}
 	return db.bolt.Sync()
 }
@@ -151,25 +179,39 @@ func (db *DB) Sync() error {
 func (db *DB) SetAside() string { return db.setAside }
 
 // View runs fn in a read-only transaction: a consistent view as of the last
-// committed batch.
+// batch Update applied (committed to the file or not yet).
 func (db *DB) View(fn func(r Reader) error) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.bolt == nil {
 		return ErrClosed
 	}
-	return db.bolt.View(func(tx *bolt.Tx) error { return fn(readTx{tx}) })
+	r, end, err := db.view()
+	if err != nil {
+		return err
+	}
+	defer end()
+	return fn(r)
 }
 
 // Update runs fn in the single write transaction and commits it (with fsync
-// unless NoSync). fn builds one Tx per command with Begin.
+// unless NoSync), or, with CommitEvery > 1, once enough batches have passed.
+// fn builds one Tx per command with Begin.
 func (db *DB) Update(fn func(b *Batch) error) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.bolt == nil {
 		return ErrClosed
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Batch{tx: tx}) })
+	if db.opts.CommitEvery <= 1 {
+		return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Batch{tx: tx}) })
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	if db.failed != nil {
+		return db.failed
+	}
+	return db.update(fn)
 }
 
 // Snapshot is a consistent copy of the file being written out.
@@ -178,13 +220,21 @@ type Snapshot struct {
 	tx *bolt.Tx
 }
 
-// BeginSnapshot opens a read transaction that pins the current state; the
-// caller must call Release. Writes continue meanwhile.
+// BeginSnapshot opens a read transaction that pins the current state (the
+// batches Update kept open are committed first); the caller must call
+// Release. Writes continue meanwhile.
 func (db *DB) BeginSnapshot() (*Snapshot, error) {
 	db.mu.RLock()
 	if db.bolt == nil {
 		db.mu.RUnlock()
 		return nil, ErrClosed
+	}
+	db.wmu.Lock()
+	err := db.flush()
+	db.wmu.Unlock()
+	if err != nil {
+		db.mu.RUnlock()
+		return nil, err
 	}
 	tx, err := db.bolt.Begin(false)
 	if err != nil {
@@ -290,6 +340,16 @@ func (p *PendingRestore) Commit(before func() error) error {
 		}
 	}
 	if db.bolt != nil {
+		// What Update kept open belongs to the state being replaced.
+		db.wmu.Lock()
+		if db.pend.tx != nil {
+			_ = db.pend.tx.Rollback()
+		}
+		db.pend, db.failed = pending{}, nil
+		db.layersMu.Lock()
+		db.layers = nil
+		db.layersMu.Unlock()
+		db.wmu.Unlock()
 		if err := db.bolt.Close(); err != nil {
 			return fmt.Errorf("store: restore: close: %w", err)
 		}

@@ -31,15 +31,19 @@ type readTx struct{ tx *bolt.Tx }
 func (r readTx) Get(b Bucket, key []byte) []byte { return r.tx.Bucket(b).Get(key) }
 func (r readTx) Cursor(b Bucket) Cursor          { return r.tx.Bucket(b).Cursor() }
 
-// Batch is the write transaction of one batch of log entries.
+// Batch is the write transaction of one batch of log entries. Its writes
+// go into the state file's write transaction and, when the file commits
+// less often than every batch, into layer too, which readers see until the
+// file commits (overlay.go).
 type Batch struct {
-	tx *bolt.Tx
+	tx    *bolt.Tx
+	layer layer // nil: the batch commits on its own
 }
 
 // Begin starts a command's transaction on top of everything the batch
 // committed so far.
 func (b *Batch) Begin() *Tx {
-	return &Tx{base: b.tx}
+	return &Tx{base: b.tx, layer: b.layer}
 }
 
 // Reader reads the batch as committed so far.
@@ -47,7 +51,11 @@ func (b *Batch) Reader() Reader { return readTx{b.tx} }
 
 // Put writes straight into the batch (bookkeeping outside any command).
 func (b *Batch) Put(bucket Bucket, key, value []byte) error {
-	return b.tx.Bucket(bucket).Put(key, value)
+	if err := b.tx.Bucket(bucket).Put(key, value); err != nil {
+		return err
+	}
+	b.layer.note(bucket, key, value)
+	return nil
 }
 
 // Tx is one command's view: writes are staged in memory and reach the batch
@@ -56,6 +64,7 @@ func (b *Batch) Put(bucket Bucket, key, value []byte) error {
 // Put and Delete take ownership of the key and value slices.
 type Tx struct {
 	base   *bolt.Tx
+	layer  layer // the batch's, when it has one
 	staged map[string]*stagedBucket
 }
 
@@ -146,6 +155,7 @@ func (t *Tx) Commit() error {
 			if err != nil {
 				return fmt.Errorf("store: commit %s: %w", sb.name, err)
 			}
+			t.layer.note(sb.name, []byte(k), v)
 		}
 	}
 	t.staged = nil
@@ -167,7 +177,7 @@ func (sb *stagedBucket) sortedKeys() []string {
 // Cursor walks the bucket with the staged writes merged in. With nothing
 // staged in the bucket it is bbolt's own cursor.
 func (t *Tx) Cursor(b Bucket) Cursor {
-	base := t.base.Bucket(b).Cursor()
+	var base Cursor = t.base.Bucket(b).Cursor()
 	sb := t.bucket(b, false)
 	if sb == nil || len(sb.writes) == 0 {
 		return base
@@ -178,9 +188,10 @@ func (t *Tx) Cursor(b Bucket) Cursor {
 // mergedCursor positions itself by seeking: after each move it remembers the
 // current key and finds its neighbour in both sources. That is a little
 // slower than stepping, and only used where a command reads a bucket it
-// has already written.
+// has already written, or a reader a bucket the state file has not
+// committed yet (base is then itself a merge, layer by layer).
 type mergedCursor struct {
-	base *bolt.Cursor
+	base Cursor
 	sb   *stagedBucket
 	cur  []byte
 }
