@@ -260,6 +260,25 @@ func (n *Node) sweep(stop chan struct{}) {
 // last one (Raft's own trigger counts entries, which says little about the
 // log's size when entries carry batches of payloads; its threshold is set
 // high, see raftlog.RaftConfig).
+// flushLoop commits the state file's last batches once they have waited
+// stateCommitAfter (a node whose apply went quiet would otherwise keep
+// them uncommitted, and the message files they drop, until its next batch).
+func (n *Node) flushLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(stateCommitAfter)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		if err := n.fsm.FlushStale(); err != nil {
+			n.log.Error("committing the state file's last batches failed", "err", err)
+		}
+	}
+}
+
 func (n *Node) snapshotLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(time.Second)

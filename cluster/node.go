@@ -213,9 +213,10 @@ func Start(cfg Config) (*Node, error) {
 		n.Shutdown()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.snapshotLoop()
+	go n.flushLoop()
 	return n, nil
 }
 

@@ -191,7 +191,7 @@ func TestEncryptionAtRest(t *testing.T) {
 	}
 	for _, n := range c.nodes { // the search finds what is stored in plaintext
 		files := strings.Join(filesHolding(t, n.DataDir(), []byte("OPEN-MARKER-07")), " ")
-		if !strings.Contains(files, "raft.db") || !strings.Contains(files, "messages") || !strings.Contains(files, "snapshots") {
+		if !strings.Contains(files, "/raft/wal/") || !strings.Contains(files, "messages") || !strings.Contains(files, "snapshots") {
 			t.Errorf("%s: the plaintext queue's marker is in %q; want the Raft log, the message files and a snapshot", n.ID(), files)
 		}
 	}

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	wal "github.com/hashicorp/raft-wal"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -368,8 +370,21 @@ func snapshots(dataDir string) []snapInfo {
 }
 
 // raftLogBounds reads the first and last index of the Raft log in
-// DATA/raft/raft.db. The node must not be running (bolt holds a lock).
+// DATA/raft/wal (raft-wal) or DATA/raft/raft.db. The node must not be
+// running (both hold a lock).
 func raftLogBounds(dataDir string) (first, last uint64, err error) {
+	if dir := filepath.Join(dataDir, "raft", "wal"); fileExists(dir) {
+		w, err := wal.Open(dir)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer w.Close()
+		if first, err = w.FirstIndex(); err != nil {
+			return 0, 0, err
+		}
+		last, err = w.LastIndex()
+		return first, last, err
+	}
 	db, err := bolt.Open(filepath.Join(dataDir, "raft", "raft.db"), 0o600,
 		&bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
 	if err != nil {
@@ -486,4 +501,9 @@ func repushDuplicates(t testing.TB, n *node, led *ledger, queue string, ids []st
 	}
 	// Whatever a wrong answer stored must be accounted for: an item answered
 	// "queued" again now exists twice, and the drain will say so.
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -48,7 +48,7 @@ func TestKill9DuringPushLoad(t *testing.T) {
 		snaps := snapshots(n.DataDir())
 		first, last, err := raftLogBounds(n.DataDir())
 		if err != nil {
-			t.Fatalf("cycle %d: read raft.db after kill: %v", cycle, err)
+			t.Fatalf("cycle %d: read the Raft log after kill: %v", cycle, err)
 		}
 		if first > 1 {
 			truncated = true

@@ -95,8 +95,10 @@ type FSM struct {
 	// committed (store.Options.CommitEvery): the files they remove
 	// (retention, deleted queues) go only once the state that no longer
 	// needs them is in the file, so that a crash never leaves a state file
-	// naming records whose files are gone. Apply goroutine only.
-	undone []*msgstore.Batch
+	// naming records whose files are gone. Under undoneMu, which a batch
+	// holds while it applies, so that FlushStale never runs beside one.
+	undoneMu sync.Mutex
+	undone   []*msgstore.Batch
 }
 
 // maxSkipped bounds the skipped entries the FSM remembers for /health.
@@ -240,6 +242,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return resp
 	}
+	f.undoneMu.Lock()
+	defer f.undoneMu.Unlock()
 	var changes Changes
 	meta := proto.Clone(f.meta).(*command.MetaRecord)
 	start := time.Now()
@@ -307,7 +311,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 }
 
 // releaseUndone lets the message batches the state file has committed
-// remove what they dropped.
+// remove what they dropped. The caller holds undoneMu.
 func (f *FSM) releaseUndone() {
 	for _, b := range f.undone {
 		b.Done()
@@ -319,10 +323,28 @@ func (f *FSM) releaseUndone() {
 // message batches remove what they dropped (before the node closes the
 // files). No batch may be applied meanwhile.
 func (f *FSM) Flush() error {
+	f.undoneMu.Lock()
+	defer f.undoneMu.Unlock()
 	if err := f.db.Flush(); err != nil {
 		return err
 	}
 	f.releaseUndone()
+	return nil
+}
+
+// FlushStale is Flush when the oldest uncommitted batch has waited the
+// state file's CommitAfter: the node calls it on a timer, so that a node
+// that stops applying still commits its last batches and removes what they
+// dropped. Safe beside apply.
+func (f *FSM) FlushStale() error {
+	f.undoneMu.Lock()
+	defer f.undoneMu.Unlock()
+	if err := f.db.FlushStale(); err != nil {
+		return err
+	}
+	if f.db.Pending() == 0 {
+		f.releaseUndone()
+	}
 	return nil
 }
 
@@ -430,7 +452,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.db.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}
+	f.undoneMu.Lock()
 	f.releaseUndone() // Sync committed every batch
+	f.undoneMu.Unlock()
 	if err := f.msgs.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)
 	}
@@ -499,7 +523,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := pending.Commit(files.Commit); err != nil {
 		return fmt.Errorf("fsm: restore: %w", err)
 	}
+	f.undoneMu.Lock()
 	f.undone = nil // the batches of the state replaced: their removals went with it
+	f.undoneMu.Unlock()
 	f.queue.Reset()
 	if err := f.loadMeta(); err != nil {
 		return err

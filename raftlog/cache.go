@@ -56,6 +56,9 @@ func (c *byteCache) GetLog(index uint64, out *raft.Log) error {
 func (c *byteCache) StoreLog(l *raft.Log) error { return c.StoreLogs([]*raft.Log{l}) }
 
 func (c *byteCache) StoreLogs(logs []*raft.Log) error {
+	if err := c.closeGap(logs); err != nil {
+		return err
+	}
 	if err := c.LogStore.StoreLogs(logs); err != nil {
 		c.reset() // the store may hold some of them: forget what we think we know
 		return err
@@ -111,4 +114,25 @@ func (c *byteCache) reset() {
 func (c *byteCache) resetLocked() {
 	c.logs = map[uint64]*raft.Log{}
 	c.size, c.first, c.last = 0, 0, 0
+}
+
+// closeGap empties the log when logs start past its end. Raft leaves such a
+// gap only after a snapshot restore on a leader (raft.Restore moves the
+// last index past the snapshot without writing entries), so everything
+// before it is covered by that snapshot; raft-wal refuses a log with a gap
+// ("non-monotonic log entries"), hashicorp/raft#545 did the same for a
+// restore at start.
+func (c *byteCache) closeGap(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	last, err := c.LogStore.LastIndex()
+	if err != nil || last == 0 || logs[0].Index <= last+1 {
+		return err
+	}
+	first, err := c.LogStore.FirstIndex()
+	if err != nil {
+		return err
+	}
+	return c.DeleteRange(first, last)
 }

@@ -74,3 +74,25 @@ func TestNothingBelowTheFirstIndexIsServed(t *testing.T) {
 		t.Fatalf("entry 60 after a restart: %v", err)
 	}
 }
+
+// Entries stored past the end of the log (after a snapshot restore on a
+// leader) replace it: raft-wal takes no gap.
+func TestAGapAfterARestoreEmptiesTheLog(t *testing.T) {
+	for _, kind := range []string{LogWAL, LogBolt} {
+		s := openKind(t, t.TempDir(), kind)
+		if err := s.Log.StoreLogs(entries(1, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Log.StoreLogs(entries(56, 60)); err != nil {
+			t.Fatalf("%s: entries past a gap: %v", kind, err)
+		}
+		if f, _ := s.Log.FirstIndex(); f != 56 {
+			t.Fatalf("%s: first index %d after the gap, want 56", kind, f)
+		}
+		var l raft.Log
+		if err := s.Log.GetLog(2, &l); err != raft.ErrLogNotFound {
+			t.Fatalf("%s: an entry before the gap: %v", kind, err)
+		}
+		s.Close()
+	}
+}

@@ -176,3 +176,16 @@ func (db *DB) Pending() int {
 	defer db.wmu.Unlock()
 	return db.pend.batches
 }
+
+// FlushStale commits the batches Update kept open when the oldest is
+// CommitAfter old: an idle node's last batches reach the file too.
+func (db *DB) FlushStale() error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	if db.bolt == nil || db.pend.tx == nil || time.Since(db.pend.since) < db.opts.CommitAfter {
+		return nil
+	}
+	return db.flush()
+}
