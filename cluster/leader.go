@@ -261,11 +261,11 @@ func (n *Node) sweep(stop chan struct{}) {
 // log's size when entries carry batches of payloads; its threshold is set
 // high, see raftlog.RaftConfig).
 // flushLoop commits the state file's last batches once they have waited
-// stateCommitAfter (a node whose apply went quiet would otherwise keep
+// fsm.CommitAfter (a node whose apply went quiet would otherwise keep
 // them uncommitted, and the message files they drop, until its next batch).
 func (n *Node) flushLoop() {
 	defer n.wg.Done()
-	tick := time.NewTicker(stateCommitAfter)
+	tick := time.NewTicker(fsm.CommitAfter)
 	defer tick.Stop()
 	for {
 		select {

@@ -220,16 +220,6 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// The state file commits once per stateCommitEvery apply batches, or
-// stateCommitAfter, whichever comes first (store.Options.CommitEvery): its
-// commits rewrite the same few pages batch after batch under small
-// commands, and a crash replays the uncommitted batches from the Raft log
-// (fsm/DESIGN.md).
-const (
-	stateCommitEvery = 32
-	stateCommitAfter = 100 * time.Millisecond
-)
-
 // openState opens the FSM's state file and message files. Their writes are
 // not fsynced: the Raft log is the durable record, both are synced before
 // every snapshot, and after a machine crash that may have torn them (the
@@ -238,7 +228,7 @@ const (
 // plus the log (fsm/DESIGN.md says why).
 func openState(dir string, noSync bool, bootID string, log *slog.Logger) (*store.DB, *msgstore.Store, error) {
 	db, err := store.Open(filepath.Join(dir, "fsm.db"), fsm.Buckets, store.Options{DeferSync: true, NoSync: noSync, BootID: bootID,
-		CommitEvery: stateCommitEvery, CommitAfter: stateCommitAfter})
+		CommitEvery: fsm.CommitEvery, CommitAfter: fsm.CommitAfter})
 	if err != nil {
 		return nil, nil, err
 	}

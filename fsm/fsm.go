@@ -42,6 +42,16 @@ func (c *Changes) touch(queue string) {
 // groups) never mint the same id.
 const LogID = "0"
 
+// How often the node commits the state file (store.Options.CommitEvery,
+// CommitAfter): once per CommitEvery apply batches, or CommitAfter,
+// whichever comes first. Its commits rewrite the same few pages batch
+// after batch under small commands, and a crash replays the uncommitted
+// batches from the Raft log (DESIGN.md, "Fewer, larger commits").
+const (
+	CommitEvery = 32
+	CommitAfter = 100 * time.Millisecond
+)
+
 // Options configure an FSM.
 type Options struct {
 	Logger  *slog.Logger

@@ -38,7 +38,9 @@ func newHarness(t *testing.T) *harness {
 func freshFSM(t *testing.T) (*FSM, *store.DB) {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "fsm.db"), Buckets, store.Options{NoSync: true})
+	// As the node opens it (commits every CommitEvery batches), without
+	// its fsync before snapshots.
+	db, err := store.Open(filepath.Join(dir, "fsm.db"), Buckets, store.Options{NoSync: true, CommitEvery: CommitEvery, CommitAfter: CommitAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
