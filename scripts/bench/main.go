@@ -116,6 +116,7 @@ type options struct {
 	// /health) instead of spreading them over the nodes: what a client that
 	// can learn the leader does (the Go client given every node).
 	leaderAware bool
+	stages      bool // the per-stage CPU budgets (stages.go)
 	before   string // with -vs-nats: a binary of the commit before, run too
 	keepData bool   // keep the started nodes' dir
 	secure   bool   // with -start: TLS on every link and JWT on (secure.go)
@@ -165,6 +166,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.stages {
+		return runStages(ctx, stdout, stderr)
+	}
 	if o.vsNats {
 		return runVsNats(ctx, o, stdout, stderr)
 	}
@@ -241,6 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.start, "start", 0, "start this many throwaway nodes (joined over gossip when > 1) instead of using -url/-urls")
 	fs.StringVar(&o.bin, "bin", "", "with -start: the queen-node binary (default: $QN_BIN, else a build of the working tree)")
 	fs.StringVar(&o.nodeArgs, "node-args", os.Getenv("QN_NODE_ARGS"), "with -start: extra flags for every node, space-separated (default: $QN_NODE_ARGS)")
+	fs.BoolVar(&o.stages, "stages", false, "run the per-stage CPU benchmarks (go test -bench on the real stores) and print each beside its budget; run from the repository root")
 	fs.BoolVar(&o.leaderAware, "leader-aware", false, "send every worker to the leader (found from the nodes' /health) instead of spreading them over the nodes")
 	fs.BoolVar(&o.vsNats, "vs-nats", false, "compare a three-node queen-node cluster with three-node NATS JetStream (default and sync_interval: always) in one sitting, as ratios")
 	fs.StringVar(&o.before, "before", "", "with -vs-nats: also measure this queen-node binary (a build of the commit before)")
