@@ -23,7 +23,9 @@ import (
 
 type cannedLeader struct{ res *command.Response }
 
-func (l cannedLeader) ApplyLocal(context.Context, *command.Command) (proto.Message, error) { return l.res, nil }
+func (l cannedLeader) ApplyLocal(context.Context, *command.Command) (proto.Message, error) {
+	return l.res, nil
+}
 func (l cannedLeader) PopLocal(context.Context, *command.Pop, time.Duration) (*command.PopResult, error) {
 	return nil, nil
 }

@@ -26,7 +26,9 @@ type stageBackend struct {
 	res proto.Message
 }
 
-func (s *stageBackend) Apply(context.Context, *command.Command) (proto.Message, error) { return s.res, nil }
+func (s *stageBackend) Apply(context.Context, *command.Command) (proto.Message, error) {
+	return s.res, nil
+}
 
 // cpuTime is the process's user + system CPU time.
 func cpuTime() time.Duration {

@@ -116,10 +116,10 @@ type options struct {
 	// /health) instead of spreading them over the nodes: what a client that
 	// can learn the leader does (the Go client given every node).
 	leaderAware bool
-	stages      bool // the per-stage CPU budgets (stages.go)
-	before   string // with -vs-nats: a binary of the commit before, run too
-	keepData bool   // keep the started nodes' dir
-	secure   bool   // with -start: TLS on every link and JWT on (secure.go)
+	stages      bool   // the per-stage CPU budgets (stages.go)
+	before      string // with -vs-nats: a binary of the commit before, run too
+	keepData    bool   // keep the started nodes' dir
+	secure      bool   // with -start: TLS on every link and JWT on (secure.go)
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 
