@@ -46,6 +46,10 @@ type figures struct {
 	syncRate             float64 // msg/s
 	kvP50, kvP99         float64 // ms
 	eoRate, eoP50, eoP99 float64 // exactly-once orders/s and latency (queen-node)
+	eoLeaderRate         float64 // the same with every worker on the leader
+	eobRate, eobP99      float64 // exactly-once in batches of 10 (OnceConsumer): orders/s, batch p99 ms
+	consumeCPU           float64 // CPU µs per consumed message (pop + ack)
+	inOutPerCore         float64 // messages in (push) and out (consume) per busy server core-second
 	readLeader           float64 // p50 ms of a linearizable KV get through the leader
 	readFollower         float64 // and through a follower
 	readLeaderIdle       float64 // the same with nothing else running
@@ -228,12 +232,20 @@ func measureCore(ctx context.Context, name string, qo *options) (*figures, error
 	if err != nil {
 		return nil, err
 	}
-	f.pushRate, f.pushCPU = r.MsgPerSec, cpuPerMsg(cpu.used(), r.Messages)
+	pushCPU, pushed := cpu.used(), r.Messages
+	f.pushRate, f.pushCPU = r.MsgPerSec, cpuPerMsg(pushCPU, r.Messages)
 	noteErrors(f, r)
+	cpu = startCPU(nodePIDs(qo))
 	if r, err = runPopAck(ctx, qo); err != nil {
 		return nil, err
 	}
 	f.consumeRate = r.MsgPerSec
+	popCPU := cpu.used()
+	prefilled, _ := r.Extra["prefilled"].(int64) // pushed inside the same CPU window
+	f.consumeCPU = cpuPerMsg(popCPU, r.Messages+prefilled) // per message pushed and consumed
+	if s := (pushCPU + popCPU).Seconds(); s > 0 {
+		f.inOutPerCore = float64(pushed+prefilled+r.Messages) / s
+	}
 	noteErrors(f, r)
 	if r, err = runLatency(ctx, qo); err != nil {
 		return nil, err
@@ -249,6 +261,24 @@ func measureCore(ctx context.Context, name string, qo *options) (*figures, error
 	l = r.Latency["order"]
 	f.eoRate, f.eoP50, f.eoP99 = r.MsgPerSec, l.P50, l.P99
 	noteErrors(f, r)
+	if r, err = runExactlyOnceBatch(ctx, &eo); err != nil {
+		return nil, err
+	}
+	f.eobRate, f.eobP99 = r.MsgPerSec, r.Latency["batch"].P99
+	noteErrors(f, r)
+	if len(qo.urls) > 1 {
+		l, err := leaderURL(ctx, qo.urls)
+		if err != nil {
+			return nil, err
+		}
+		la := eo
+		la.urls, la.url = []string{l}, l
+		if r, err = runExactlyOnce(ctx, &la); err != nil {
+			return nil, err
+		}
+		f.eoLeaderRate = r.MsgPerSec
+		noteErrors(f, r)
+	}
 	return f, nil
 }
 
@@ -270,7 +300,9 @@ func writeComparison(w io.Writer, all []*figures, o *options) {
         push     %d connections x %d items per POST /api/v1/push, %v (scenario push-batch)
         consume  %d connections, pop batch 100 + batch ack, consumer group, %d prefilled (pop-ack)
         sync     1 connection, 1 item per push, %v (latency)
-        eo       32 workers: pop 1 -> KV get of the marker -> transaction [ack + putIfAbsent] (exactly-once)
+        eo       32 workers: pop 1 -> KV get of the marker -> transaction [ack + putIfAbsent] (exactly-once);
+                 leader-aware: the same with every worker on the leader
+        eo x10   32 OnceConsumers: pop 10 -> one getMany -> one transaction of 10 acks + markers (exactly-once-batch)
         reads    1 client alternating leader/follower KV gets, idle and beside 4 single pushers (reads)
         pollers  1 pusher at %.0f/s; 0, 10, %d long-polling pops parked (pollers)
   the same scenarios alone: go run ./scripts/bench -start 3 -scenario push-batch,pop-ack,latency,exactly-once,reads,pollers
@@ -307,6 +339,11 @@ func writeComparison(w io.Writer, all []*figures, o *options) {
 		{"kv put p99 ms", func(f *figures) float64 { return f.kvP99 }},
 		{"exactly-once orders/s", func(f *figures) float64 { return f.eoRate }},
 		{"exactly-once p99 ms", func(f *figures) float64 { return f.eoP99 }},
+		{"exactly-once orders/s, leader-aware", func(f *figures) float64 { return f.eoLeaderRate }},
+		{"exactly-once x10 orders/s", func(f *figures) float64 { return f.eobRate }},
+		{"exactly-once x10 batch p99 ms", func(f *figures) float64 { return f.eobP99 }},
+		{"prefill+consume CPU µs/msg", func(f *figures) float64 { return f.consumeCPU }},
+		{"msgs in+out per busy core-second", func(f *figures) float64 { return f.inOutPerCore }},
 		{"read p50 ms via leader, loaded", func(f *figures) float64 { return f.readLeader }},
 		{"read p50 ms via follower, loaded", func(f *figures) float64 { return f.readFollower }},
 		{"  follower/leader", func(f *figures) float64 { return div(f.readFollower, f.readLeader) }},
@@ -326,6 +363,7 @@ func writeComparison(w io.Writer, all []*figures, o *options) {
 		{"1 node: sync push p99 ms", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.syncP99 }) }},
 		{"1 node: exactly-once orders/s", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.eoRate }) }},
 		{"1 node: exactly-once p99 ms", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.eoP99 }) }},
+		{"1 node: exactly-once x10 orders/s", func(f *figures) float64 { return f.one.get(func(o *figures) float64 { return o.eobRate }) }},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t", row.label)
