@@ -109,16 +109,12 @@ func (e *Effect) Mark(value any) { e.marker = value }
 
 // Push appends payload to queue with the marker, in the same entry.
 func (e *Effect) Push(queue string, payload any, opts ...PushOption) {
-	m := Msg{Data: payload}
-	for _, o := range opts {
-		o(&m)
-	}
-	it, err := toPushItem(queue, m)
+	op, err := pushOp(queue, payload, opts)
 	if err != nil {
 		e.err = errors.Join(e.err, err)
 		return
 	}
-	e.pushes = append(e.pushes, txnOp{push: &it})
+	e.pushes = append(e.pushes, op)
 }
 
 // OnceHandler decides one message whose marker is absent. Returning an

@@ -57,17 +57,23 @@ func WithTraceID(id string) PushOption { return func(m *Msg) { m.TraceID = id } 
 // A transactionId already stored in that partition aborts the whole
 // transaction with a *DuplicateError.
 func (tx *Tx) Push(queue string, payload any, opts ...PushOption) *Tx {
+	op, err := pushOp(queue, payload, opts)
+	if err != nil {
+		tx.err = errors.Join(tx.err, err)
+		return tx
+	}
+	tx.req.ops = append(tx.req.ops, op)
+	return tx
+}
+
+// pushOp is a transaction's push of payload to queue.
+func pushOp(queue string, payload any, opts []PushOption) (txnOp, error) {
 	m := Msg{Data: payload}
 	for _, o := range opts {
 		o(&m)
 	}
 	it, err := toPushItem(queue, m)
-	if err != nil {
-		tx.err = errors.Join(tx.err, err)
-		return tx
-	}
-	tx.req.ops = append(tx.req.ops, txnOp{push: &it})
-	return tx
+	return txnOp{push: &it}, err
 }
 
 // Timers adds timer ops (ScheduleTimer, RescheduleTimer, CancelTimer) to

@@ -5,31 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/queen-node/queen-node/msgstore"
-	"github.com/queen-node/queen-node/store"
 )
-
-// openFSM is an FSM over the state file and message files in dir, the
-// state file committing once per commitEvery batches.
-func openFSM(t *testing.T, dir string, commitEvery int) *FSM {
-	t.Helper()
-	db, err := store.Open(filepath.Join(dir, "fsm.db"), Buckets, store.Options{NoSync: true, CommitEvery: commitEvery, CommitAfter: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := msgstore.Open(filepath.Join(dir, "messages"), msgstore.Options{SegmentBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(); msgs.Close() })
-	f, err := New(db, msgs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
 
 // crashCopy copies what dir's files hold on disk now (the state file as of
 // its last commit, the message files as written) to a new dir: what a

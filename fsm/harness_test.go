@@ -34,13 +34,19 @@ func newHarness(t *testing.T) *harness {
 }
 
 // freshFSM is an FSM over an empty state file and message store in a new
-// temp dir.
+// temp dir, opened as the node opens them (commits every CommitEvery
+// batches), without the fsync before snapshots.
 func freshFSM(t *testing.T) (*FSM, *store.DB) {
 	t.Helper()
-	dir := t.TempDir()
-	// As the node opens it (commits every CommitEvery batches), without
-	// its fsync before snapshots.
-	db, err := store.Open(filepath.Join(dir, "fsm.db"), Buckets, store.Options{NoSync: true, CommitEvery: CommitEvery, CommitAfter: CommitAfter})
+	f := openFSM(t, t.TempDir(), CommitEvery)
+	return f, f.db
+}
+
+// openFSM is an FSM over the state file and message files in dir, the
+// state file committing once per commitEvery batches.
+func openFSM(t *testing.T, dir string, commitEvery int) *FSM {
+	t.Helper()
+	db, err := store.Open(filepath.Join(dir, "fsm.db"), Buckets, store.Options{NoSync: true, CommitEvery: commitEvery, CommitAfter: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +59,7 @@ func freshFSM(t *testing.T) (*FSM, *store.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, db
+	return f
 }
 
 func (h *harness) advance(d time.Duration) { h.now += d.Microseconds() }

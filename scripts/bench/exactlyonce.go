@@ -33,7 +33,7 @@ type eoWorker struct {
 
 func runExactlyOnce(ctx context.Context, o *options) (*result, error) {
 	queue := queueName("exactly-once")
-	ns := "bench-eo-" + runID // matches ^[a-z0-9][a-z0-9._-]{0,63}$
+	ns := "bench-eo-" + runName() // matches ^[a-z0-9][a-z0-9._-]{0,63}$
 	fr := fill(ctx, o, queue, eoPartitions, o.orders, fillBatch, o.prefillTimeout)
 	errs := newTally()
 	errs.merge(fr.errs)

@@ -58,7 +58,7 @@ func (t timed) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func runExactlyOnceBatch(ctx context.Context, o *options) (*result, error) {
 	queue := queueName("exactly-once-batch")
-	ns := "bench-eob-" + runID
+	ns := "bench-eob-" + runName()
 	fr := fill(ctx, o, queue, eoPartitions, o.orders, fillBatch, o.prefillTimeout)
 	errs := newTally()
 	errs.merge(fr.errs)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,7 +38,14 @@ func newPayloadPool(size int) payloadPool {
 // runID makes this run's queue names and transaction ids unique.
 var runID = strconv.FormatInt(time.Now().UnixNano(), 36)
 
-func queueName(scenario string) string { return "bench-" + scenario + "-" + runID }
+func queueName(scenario string) string { return "bench-" + scenario + "-" + runName() }
+
+// runName is runID and a count of the names made: a scenario run twice
+// against the same nodes (-vs-nats runs exactly-once twice) gets new
+// queues, namespaces and transaction ids.
+func runName() string { return runID + "-" + strconv.FormatInt(names.Add(1), 36) }
+
+var names atomic.Int64
 
 // pusher is one producer connection's state: it builds push bodies over a
 // rotation of partitions and checks the answers.
