@@ -88,7 +88,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup.Header, uint64,
 	}
 	defer b.Close()
 	h = b.Header
-	if h.StateFormat != command.StateFormat {
+	if !command.ReadsStateFormat(h.StateFormat) {
 		return h, 0, fmt.Errorf("%w: state format %d; this node installs format %d", ErrBadBackup, h.StateFormat, command.StateFormat)
 	}
 	if _, err := fsm.VerifySnapshot(b.Snapshot(), n.cfg.DataDir); err != nil {

@@ -48,10 +48,10 @@ func checkDataDir(dir string) error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return fmt.Errorf("cluster: %s does not parse: %w", path, err)
 	}
-	if f.Log != command.LogFormat {
+	if !command.ReadsLogFormat(f.Log) {
 		return &command.FormatError{What: "the log in data dir " + dir, Found: f.Log, Supported: command.LogFormat}
 	}
-	if f.State != command.StateFormat {
+	if !command.ReadsStateFormat(f.State) {
 		return &command.FormatError{What: "the state file in data dir " + dir, Found: f.State, Supported: command.StateFormat}
 	}
 	return nil
@@ -71,9 +71,12 @@ func writeFormat(path string) error {
 	return writeFormatAs(path, dataFormat{State: command.StateFormat, Log: command.LogFormat})
 }
 
-// recordRaftLog writes into the FORMAT file the store the Raft log is in
-// now (raftlog.Open moved it there if it was in the other).
-func recordRaftLog(dir, kind string) error {
+// recordFormats writes into the FORMAT file the formats the data dir is in
+// once it is open (a state of the format before was migrated, and new log
+// entries are of this code's format, so an older node refuses it) and the
+// store the Raft log is in now (raftlog.Open moved it there if it was in
+// the other).
+func recordFormats(dir, kind string) error {
 	path := filepath.Join(dir, formatFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -83,11 +86,11 @@ func recordRaftLog(dir, kind string) error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return fmt.Errorf("cluster: %s does not parse: %w", path, err)
 	}
-	if f.RaftLog == kind {
+	now := dataFormat{State: command.StateFormat, Log: command.LogFormat, RaftLog: kind}
+	if f == now {
 		return nil
 	}
-	f.RaftLog = kind
-	return writeFormatAs(path, f)
+	return writeFormatAs(path, now)
 }
 
 func writeFormatAs(path string, format dataFormat) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/queen-node/queen-node/atrest"
+	"github.com/queen-node/queen-node/damage"
 	"github.com/queen-node/queen-node/diskspace"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/idempotency"
@@ -90,6 +91,7 @@ type Node struct {
 	db     *store.DB
 	msgs   *msgstore.Store
 	fsm    *fsm.FSM
+	damage *damage.Report // what this node found damaged in its files
 	stores *raftlog.Stores
 	raft   *raft.Raft
 	clock  *stampClock
@@ -159,8 +161,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
+	n.damage = damage.New(n.log, cfg.Registry)
 	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
-		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys})
+		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys, Damage: n.damage})
 	if err != nil {
 		n.db.Close()
 		n.msgs.Close()
@@ -170,12 +173,13 @@ func Start(cfg Config) (*Node, error) {
 	n.stores, err = raftlog.Open(raftlog.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog,
 		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
+		OnCorrupt: func(err error) { n.damage.Note(damage.RaftLog, err) },
 	})
 	if err != nil {
 		n.db.Close()
 		return nil, err
 	}
-	if err := recordRaftLog(cfg.DataDir, n.stores.LogKind); err != nil {
+	if err := recordFormats(cfg.DataDir, n.stores.LogKind); err != nil {
 		n.closeStores()
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/damage"
 	"github.com/queen-node/queen-node/fsm"
 )
 
@@ -32,6 +33,15 @@ type RaftStatus struct {
 	Kinds          int      // the kinds of command its state machine applies
 	ApplyFailure   string   // why apply stands still, "" when it does not
 	Skipped        []uint64 // entries skipped as of a kind this node does not know
+	// Damage is the first damage this node found in its own files and how
+	// many reads found some (nil: none): package damage.
+	Damage *DamageStatus
+}
+
+// DamageStatus is what /health says of a damaged node.
+type DamageStatus struct {
+	damage.Finding
+	Count uint64
 }
 
 // LoadStatus is what admission sees (cluster/admission.go).
@@ -69,7 +79,13 @@ func (n *Node) Status() RaftStatus {
 		CommitIndex: n.raft.CommitIndex(), Applied: n.raft.AppliedIndex(), LastIndex: n.raft.LastIndex(),
 		StateApplied: n.fsm.AppliedIndex(), ClusterVersion: command.LogFormat, Kinds: fsm.Kinds(), Skipped: n.fsm.Skipped(),
 	}
+	first, count, damaged := n.damage.Damaged()
+	if damaged {
+		st.Damage = &DamageStatus{Finding: first, Count: count}
+	}
 	switch {
+	case n.fsm.Halted() && damaged:
+		st.ApplyFailure = "halted: damaged files (" + first.Where + "): " + first.Reason
 	case n.fsm.Halted():
 		st.ApplyFailure = "halted: the node is stopping with its data disk full"
 	case n.disk.Paused():

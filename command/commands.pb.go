@@ -315,6 +315,10 @@ type Command struct {
 	// Who asked: the token's sub with JWT on. Admin and destructive commands
 	// record it in the audit trail (package audit).
 	Actor string `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	// CRC-32C of every byte of the entry before this field, which Encode
+	// writes last (log format 3). Apply and a leader sending the entry to a
+	// follower check it; an entry of format 2 predates it and has none.
+	Crc *uint32 `protobuf:"fixed32,6,opt,name=crc,proto3,oneof" json:"crc,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Command_Noop
@@ -410,6 +414,13 @@ func (x *Command) GetActor() string {
 		return x.Actor
 	}
 	return ""
+}
+
+func (x *Command) GetCrc() uint32 {
+	if x != nil && x.Crc != nil {
+		return *x.Crc
+	}
+	return 0
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -3319,13 +3330,14 @@ var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xc3\r\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xe2\r\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
 	"\vidempotency\x18\x03 \x01(\v2\x1d.queen.command.v1.IdempotencyR\vidempotency\x12\x16\n" +
 	"\x06format\x18\x04 \x01(\rR\x06format\x12\x14\n" +
-	"\x05actor\x18\x05 \x01(\tR\x05actor\x12,\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12\x15\n" +
+	"\x03crc\x18\x06 \x01(\aH\x01R\x03crc\x88\x01\x01\x12,\n" +
 	"\x04noop\x18\n" +
 	" \x01(\v2\x16.queen.command.v1.NoopH\x00R\x04noop\x12,\n" +
 	"\x04push\x18\v \x01(\v2\x16.queen.command.v1.PushH\x00R\x04push\x12)\n" +
@@ -3354,7 +3366,8 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x12purge_dead_letters\x18! \x01(\v2\".queen.command.v1.PurgeDeadLettersH\x00R\x10purgeDeadLetters\x12B\n" +
 	"\frecord_trace\x18\" \x01(\v2\x1d.queen.command.v1.RecordTraceH\x00R\vrecordTrace\x12/\n" +
 	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locksB\x06\n" +
-	"\x04body\"\x06\n" +
+	"\x04bodyB\x06\n" +
+	"\x04_crc\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +

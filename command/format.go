@@ -1,8 +1,11 @@
 package command
 
 import (
+	"errors"
 	"fmt"
+	"hash/crc32"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -24,10 +27,31 @@ import (
 //     lease table is indexed by id and by expiry, ids derived from log
 //     indexes name the log, and a snapshot is a tar of the state file and
 //     the message files.
+//   - 3 (log): every entry ends with the CRC-32C of its bytes (Command.crc),
+//     checked when it is applied and when a leader reads it to send.
+//   - 4 (state): every msgstore index entry carries its record's CRC-32C
+//     and its own, checked on every read; index files of format 3 are
+//     rewritten with them when the store opens (msgstore.migrateLegacy).
 const (
-	LogFormat   = 2
-	StateFormat = 3
+	LogFormat   = 3
+	StateFormat = 4
 )
+
+// The formats before these that this code still reads: a log's entries of
+// format 2 (written before entries carried a checksum: read unchecked) and
+// a state of format 3 (migrated when it opens). An older node refuses
+// entries and states of the formats above, naming them.
+const (
+	legacyLogFormat   = 2
+	legacyStateFormat = 3
+)
+
+// ReadsLogFormat reports whether this code reads log entries of format v.
+func ReadsLogFormat(v uint32) bool { return v == LogFormat || v == legacyLogFormat }
+
+// ReadsStateFormat reports whether this code reads (or migrates at open) a
+// state of format v.
+func ReadsStateFormat(v uint32) bool { return v == StateFormat || v == legacyStateFormat }
 
 // FormatError is data written in a format this code does not read.
 type FormatError struct {
@@ -44,22 +68,87 @@ func (e *FormatError) Error() string {
 }
 
 // Encode is the one way a command becomes a log entry's bytes: it stamps the
-// log format this code writes.
+// log format this code writes and ends the bytes with their CRC-32C, as
+// field crc (a field written last is read like any other).
 func Encode(cmd *Command) ([]byte, error) {
 	cmd.Format = LogFormat
-	return proto.Marshal(cmd)
+	cmd.Crc = nil
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	sum := crc32.Checksum(b, castagnoli)
+	b = protowire.AppendTag(b, crcField, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, sum), nil
 }
 
-// Decode reads a log entry's bytes. An entry that does not decode is an
-// error; one of another format is a *FormatError (entry names the entry in
-// it).
+const (
+	crcField   = 6
+	crcTrailer = 5 // its tag (one byte) and four bytes of checksum
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorruptEntry: a log entry's bytes are not the bytes its proposer wrote
+// (its checksum fails). The entry is never applied or sent.
+var ErrCorruptEntry = errors.New("log entry fails its checksum")
+
+// CheckEntry verifies a log entry's checksum without decoding it (what a
+// leader does before it sends the entry). An entry of format 2 has none and
+// passes.
+func CheckEntry(data []byte) error {
+	if sealed(data) {
+		return nil
+	}
+	cmd := &Command{}
+	if err := proto.Unmarshal(data, cmd); err == nil && cmd.Format == legacyLogFormat && cmd.Crc == nil {
+		return nil
+	}
+	return ErrCorruptEntry
+}
+
+// sealed reports whether data ends with its own CRC-32C in field crc.
+func sealed(data []byte) bool {
+	n := len(data) - crcTrailer
+	if n < 0 {
+		return false
+	}
+	num, typ, k := protowire.ConsumeTag(data[n:])
+	if k != 1 || num != crcField || typ != protowire.Fixed32Type {
+		return false
+	}
+	sum, _ := protowire.ConsumeFixed32(data[n+1:])
+	return sum == crc32.Checksum(data[:n], castagnoli)
+}
+
+// Decode reads a log entry's bytes. An entry whose checksum fails is an
+// error wrapping ErrCorruptEntry; one that does not decode is an error; one
+// of a format this code does not read is a *FormatError (entry names the
+// entry in all three). A format-2 entry carries no checksum and is read
+// unchecked, but one that claims format 2 and has a crc field is a format-3
+// entry whose format field was damaged.
 func Decode(data []byte, entry string) (*Command, error) {
 	cmd := &Command{}
 	if err := proto.Unmarshal(data, cmd); err != nil {
+		if !sealed(data) {
+			return nil, fmt.Errorf("%s: %w", entry, ErrCorruptEntry)
+		}
 		return nil, fmt.Errorf("%s does not decode: %w", entry, err)
 	}
-	if cmd.Format != LogFormat {
-		return nil, &FormatError{What: entry, Found: max(cmd.Format, 1), Supported: LogFormat}
+	switch {
+	case cmd.Format == LogFormat:
+		if !sealed(data) {
+			return nil, fmt.Errorf("%s: %w", entry, ErrCorruptEntry)
+		}
+	case cmd.Format == legacyLogFormat:
+		if cmd.Crc != nil {
+			return nil, fmt.Errorf("%s: %w (a checksummed entry that claims format %d)", entry, ErrCorruptEntry, legacyLogFormat)
+		}
+	default:
+		if sealed(data) || cmd.Crc == nil {
+			return nil, &FormatError{What: entry, Found: max(cmd.Format, 1), Supported: LogFormat}
+		}
+		return nil, fmt.Errorf("%s: %w", entry, ErrCorruptEntry)
 	}
 	return cmd, nil
 }

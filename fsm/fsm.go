@@ -18,6 +18,7 @@ import (
 	"github.com/queen-node/queen-node/atrest"
 	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/damage"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/queue"
@@ -66,6 +67,10 @@ type Options struct {
 	// Keys open the payloads that read views hand out (package atrest);
 	// nil = a node without a key file, which opens only plaintext.
 	Keys *atrest.Keyring
+	// Damage is told of every damaged read of the message files and of
+	// every log entry whose checksum fails; nil = not reported (apply still
+	// halts).
+	Damage *damage.Report
 }
 
 // FSM is the replicated state machine: raft.FSM and raft.BatchingFSM over a
@@ -86,8 +91,8 @@ type FSM struct {
 	// bytes of entries applied since the last snapshot
 	sinceSnapshot atomic.Int64
 	// halted: apply stopped for good in this process (AwaitSpace said
-	// false); Snapshot refuses, since Raft would label the state with
-	// entries it does not hold.
+	// false, or a batch read damaged bytes); Snapshot refuses, since Raft
+	// would label the state with entries it does not hold.
 	halted atomic.Bool
 
 	restoreMu sync.Mutex
@@ -144,6 +149,7 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 		opts.Logger = slog.Default()
 	}
 	f := &FSM{db: db, msgs: msgs, queue: queue.New(LogID, msgs), opts: opts, log: opts.Logger.With("component", "fsm")}
+	msgs.OnCorrupt(func(err error) { opts.Damage.Note(damage.MessageFiles, err) })
 	if err := f.loadMeta(); err != nil {
 		return nil, err
 	}
@@ -203,9 +209,13 @@ func readMeta(r store.Reader, what string) (*command.MetaRecord, error) {
 	if err := proto.Unmarshal(v, meta); err != nil {
 		return nil, fmt.Errorf("%s: meta record does not decode: %w", what, err)
 	}
-	if meta.StateFormat != command.StateFormat {
+	if !command.ReadsStateFormat(meta.StateFormat) {
 		return nil, &command.FormatError{What: what, Found: max(meta.StateFormat, 1), Supported: command.StateFormat}
 	}
+	// A state of the format before: its message files were migrated when
+	// the store opened or the snapshot's were restored; the next batch
+	// records the format.
+	meta.StateFormat = command.StateFormat
 	return meta, nil
 }
 
@@ -252,6 +262,10 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return resp
 	}
+	cmds, err := f.decode(logs)
+	if err != nil {
+		return resp
+	}
 	f.undoneMu.Lock()
 	defer f.undoneMu.Unlock()
 	var changes Changes
@@ -263,21 +277,15 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.sinceSnapshot.Add(size)
 	msgs := f.msgs.Begin()
-	err := f.db.Update(func(b *store.Batch) error {
+	err = f.db.Update(func(b *store.Batch) error {
 		for i, l := range logs {
 			if l.Index <= meta.AppliedIndex {
 				continue // applied before a restart
 			}
 			meta.AppliedIndex = l.Index
-			if l.Type != raft.LogCommand {
+			cmd := cmds[i]
+			if cmd == nil {
 				continue
-			}
-			cmd, err := command.Decode(l.Data, fmt.Sprintf("log entry %d", l.Index))
-			if err != nil {
-				// An entry this replica cannot read (corrupt, or of a format
-				// it does not know) must stop it rather than let it diverge
-				// from the others.
-				panic("fsm: " + err.Error())
 			}
 			now := cmd.StampUs
 			if now <= meta.LastNowUs {
@@ -285,6 +293,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			}
 			meta.LastNowUs = now
 			resp[i] = f.applyCommand(b, msgs, cmd, l.Index, now, meta, &changes)
+			if err := msgs.Damaged(); err != nil {
+				return err // the other replicas read the bytes as written
+			}
 		}
 		// The message files before the state file: a crash between the two
 		// leaves records the state does not know, which are trimmed.
@@ -297,6 +308,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return b.Put(bMeta, metaKey, v)
 	})
+	if err != nil && msgs.Damaged() != nil {
+		// A command read damaged message bytes: its outcome could differ
+		// from the other replicas'. Nothing of the batch is kept (the store
+		// takes no more writes), and apply stops here; the node stays up
+		// to say why (/health) and serves what is intact.
+		f.halt("a command read damaged message files", logs[0].Index, err)
+		return make([]interface{}, len(logs))
+	}
 	if err != nil {
 		// The file could not take the batch; it cannot be trusted to match
 		// the log any more.
@@ -318,6 +337,40 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.opts.OnApplied(meta.AppliedIndex, changes)
 	}
 	return resp
+}
+
+// decode reads the commands of a batch's entries (nil for Raft's own
+// entries and for those applied before a restart), before anything is
+// applied. An entry whose checksum fails halts apply, the node saying why
+// (its copy of the log is damaged; the other replicas hold the entry as
+// written); one this node cannot read otherwise (of a format it does not
+// know) stops it rather than let it diverge.
+func (f *FSM) decode(logs []*raft.Log) ([]*command.Command, error) {
+	cmds := make([]*command.Command, len(logs))
+	for i, l := range logs {
+		if l.Index <= f.meta.AppliedIndex || l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, err := command.Decode(l.Data, fmt.Sprintf("log entry %d", l.Index))
+		if errors.Is(err, command.ErrCorruptEntry) {
+			f.opts.Damage.Note(damage.RaftLog, err)
+			f.halt("a log entry is damaged", l.Index, err)
+			return nil, err
+		}
+		if err != nil {
+			panic("fsm: " + err.Error())
+		}
+		cmds[i] = cmd
+	}
+	return cmds, nil
+}
+
+// halt stops apply for good in this process, at first (the first entry
+// not applied).
+func (f *FSM) halt(why string, first uint64, err error) {
+	if !f.halted.Swap(true) {
+		f.log.Error("apply halted: "+why, "first_unapplied", first, "error", err)
+	}
 }
 
 // releaseUndone lets the message batches the state file has committed
@@ -457,7 +510,7 @@ func (f *FSM) Read(fn func(r *Reader) error) error {
 // durably (DESIGN.md, the storage trap).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.halted.Load() {
-		return nil, errors.New("fsm: apply halted (the node is stopping with its disk full): no snapshot")
+		return nil, errors.New("fsm: apply halted (a full disk at shutdown, or damaged files): no snapshot")
 	}
 	if err := f.db.Sync(); err != nil {
 		return nil, fmt.Errorf("fsm: sync before snapshot: %w", err)

@@ -49,7 +49,10 @@ func (f *FSM) reader(r store.Reader) *Reader {
 // cannot decrypt (a key this node lacks) is an error, never ciphertext
 // handed out.
 func (rd *Reader) Messages(pid []byte, from, to uint64) ([]*command.MessageRecord, error) {
-	recs := rd.Reader.Messages(pid, from, to)
+	recs, err := rd.Reader.Messages(pid, from, to)
+	if err != nil {
+		return nil, err
+	}
 	for _, m := range recs {
 		if err := rd.open(&m.Payload); err != nil {
 			return nil, err

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/msgstore"
 )
@@ -237,16 +235,6 @@ func TestUnknownCommandPanicsUnlessSkippable(t *testing.T) {
 		}
 	}()
 	h.f.Apply(h.entry(&command.Command{}))
-}
-
-func TestCorruptEntryPanics(t *testing.T) {
-	h := newHarness(t)
-	defer func() {
-		if recover() == nil {
-			t.Fatal("corrupt entry did not panic")
-		}
-	}()
-	h.f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{0xff, 0xff, 0xff}})
 }
 
 // messageOp applies one of the message commands: a deletion or a trace of

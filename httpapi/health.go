@@ -12,14 +12,32 @@ import (
 	"github.com/queen-node/queen-node/fsm"
 )
 
+// healthStatus is a node's /health status: "damaged" once it found its
+// own files damaged (package damage: it serves nothing damaged, but a load
+// balancer should send clients elsewhere), "settling" while it knows no
+// leader or is far behind the commit, else "healthy".
+func (a *API) healthStatus(st cluster.RaftStatus) string {
+	switch {
+	case st.Damage != nil:
+		return "damaged"
+	case !a.b.Ready():
+		return "settling"
+	}
+	return "healthy"
+}
+
 // health is GET /health: 200 when this node can serve writes (it leads or
-// knows a leader), 503 otherwise, with the Raft view of addendum §4.13.
+// knows a leader) and found nothing damaged, 503 otherwise, with the Raft
+// view of addendum §4.13.
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	st := a.b.Status()
-	ok := a.b.Ready()
-	status, code := "healthy", http.StatusOK
-	if !ok {
-		status, code = "settling", http.StatusServiceUnavailable // no leader known, or far behind the commit
+	status, code := a.healthStatus(st), http.StatusOK
+	if status != "healthy" {
+		code = http.StatusServiceUnavailable
+	}
+	var dmg any
+	if d := st.Damage; d != nil {
+		dmg = map[string]any{"where": d.Where, "reason": d.Reason, "since": d.At.UTC().Format(time.RFC3339Nano), "count": d.Count}
 	}
 	lag := uint64(0)
 	if st.CommitIndex > st.Applied {
@@ -34,6 +52,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 			"term": st.Term, "applied": st.Applied, "commit": st.CommitIndex, "lag": lag,
 			"stateApplied": st.StateApplied, "storageReady": st.StorageReady, "clusterVersion": st.ClusterVersion,
 			"kinds": st.Kinds, "apply": map[string]any{"failure": nullable(st.ApplyFailure), "skipped": nonNilU(st.Skipped)},
+			"damage": dmg,
 		},
 		"load":     loadOut(a.b.Load()),
 		"security": map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},

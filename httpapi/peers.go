@@ -39,7 +39,8 @@ type nodeStatus struct {
 	// index any node reported in this answer.
 	Behind       uint64 `json:"behind"`
 	StorageReady bool   `json:"storageReady"`
-	Status       string `json:"status"` // its /health status: healthy, settling
+	Status       string `json:"status"`           // its /health status: healthy, settling, damaged
+	Damage       string `json:"damage,omitempty"` // what it found damaged, when it did
 	Error        string `json:"error,omitempty"`
 	// from /metrics (system-metrics only)
 	Uptime     float64 `json:"-"`
@@ -62,6 +63,10 @@ type healthBody struct {
 		Commit       uint64 `json:"commit"`
 		Lag          uint64 `json:"lag"`
 		StorageReady bool   `json:"storageReady"`
+		Damage       *struct {
+			Where  string `json:"where"`
+			Reason string `json:"reason"`
+		} `json:"damage"`
 	} `json:"raft"`
 	Load struct {
 		InFlight      int    `json:"inFlight"`
@@ -140,6 +145,9 @@ func (a *API) probeNodes(ctx context.Context, withMetrics bool) []nodeStatus {
 				return
 			}
 			ns.Reachable, ns.Status = true, h.Status
+			if d := h.Raft.Damage; d != nil {
+				ns.Damage = d.Where + ": " + d.Reason
+			}
 			ns.Role, ns.LeaderID, ns.Term = h.Raft.Role, h.Raft.LeaderID, h.Raft.Term
 			ns.Applied, ns.Commit, ns.Lag, ns.StorageReady = h.Raft.Applied, h.Raft.Commit, h.Raft.Lag, h.Raft.StorageReady
 			ns.InFlight, ns.DiskFree = h.Load.InFlight, h.Load.DiskFreeBytes
@@ -172,9 +180,9 @@ func (a *API) selfStatus(ns *nodeStatus) {
 	if st.CommitIndex > st.Applied {
 		ns.Lag = st.CommitIndex - st.Applied
 	}
-	ns.Status = "healthy"
-	if !a.b.Ready() {
-		ns.Status = "settling"
+	ns.Status = a.healthStatus(st)
+	if d := st.Damage; d != nil {
+		ns.Damage = d.Where + ": " + d.Reason
 	}
 	l := a.b.Load()
 	ns.InFlight, ns.DiskFree = l.InFlight, l.DiskFreeBytes

@@ -15,6 +15,20 @@ type Batch struct {
 	removes []string // paths to remove after the state file committed (Done)
 	drops   []drop   // segments to drop then (DropBefore)
 	stage   *Stage
+	damaged error // the first corrupt read of the batch
+}
+
+// Damaged is the first read of this batch that found damaged bytes
+// (a *CorruptError), or nil. A state machine must not commit a batch whose
+// commands read it: the other replicas read the bytes as written.
+func (b *Batch) Damaged() error { return b.damaged }
+
+// note remembers a corrupt read and returns err.
+func (b *Batch) note(err error) error {
+	if b.damaged == nil && errors.Is(err, ErrCorrupt) {
+		b.damaged = err
+	}
+	return err
 }
 
 // Begin starts a batch.
@@ -124,7 +138,9 @@ func (b *Batch) AppendRolling(pid []byte, firstSeq, seq uint64, m *Message, span
 	s.mu.Unlock()
 	b.noteWrite(g)
 	e := Entry{Offset: uint32(g.totalLog()), Length: uint32(size), CreatedUs: m.CreatedUs, TxnHash: TxnHash(m.TxnID)}
+	start := len(g.pendLog)
 	g.pendLog = encode(g.pendLog, m)
+	e.CRC = checksum(g.pendLog[start:])
 	var eb [entrySize]byte
 	e.put(eb[:])
 	g.pendIdx = append(g.pendIdx, eb[:]...)
@@ -205,9 +221,11 @@ func (b *Batch) Entry(pid []byte, seq uint64) (Entry, error) {
 		if j+entrySize > int64(len(g.pendIdx)) {
 			return Entry{}, ErrNotFound
 		}
-		return readEntry(g.pendIdx[j:]), nil
+		e, err := b.s.entryAt(g.pendIdx[j:], g.idxPath, seq)
+		return e, b.note(err)
 	}
-	return b.s.fileEntry(g, seq)
+	e, err := b.s.fileEntry(g, seq)
+	return e, b.note(err)
 }
 
 // Message reads (pid, seq), this batch's writes included.
@@ -259,6 +277,9 @@ func (b *Batch) record(pid []byte, seq uint64) ([]byte, error) {
 	rec := make([]byte, e.Length)
 	if err := b.s.readFile(g.logPath, rec, int64(e.Offset)); err != nil {
 		return nil, err
+	}
+	if err := b.s.checkRecord(e, rec, g.logPath, seq); err != nil {
+		return nil, b.note(err)
 	}
 	return rec, nil
 }
@@ -451,7 +472,7 @@ func (s *Store) Sync() error {
 // in order (this batch's writes included), reading the files in large
 // pieces, until fn returns false.
 func (b *Batch) EachEntry(pid []byte, first, next uint64, fn func(seq uint64, e Entry) bool) error {
-	return b.s.eachEntry(pid, first, next, true, fn, b.Entry)
+	return b.note(b.s.eachEntry(pid, first, next, true, fn, b.Entry))
 }
 
 // Txns reads the transaction ids and the index entries of seqs from..to
@@ -494,7 +515,11 @@ func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, []Entry, error) {
 		}
 		for k := i; k < j; k++ {
 			off := ents[k].Offset - first.Offset
-			txn, err := txnOf(span[off : off+ents[k].Length])
+			rec := span[off : off+ents[k].Length]
+			if err := b.s.checkRecord(ents[k], rec, g.logPath, from+uint64(k)); err != nil {
+				return nil, nil, b.note(err)
+			}
+			txn, err := txnOf(rec)
 			if err != nil {
 				return nil, nil, err
 			}

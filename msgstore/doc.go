@@ -4,8 +4,10 @@
 // is appended and where a partition ends; this package only stores bytes:
 //
 //	<dir>/<partition id>/<first seq, 20 digits>.log   the records, back to back
-//	<dir>/<partition id>/<first seq, 20 digits>.idx   24 bytes per record: offset,
-//	                                                  length, createdAt, txn hash
+//	<dir>/<partition id>/<first seq, 20 digits>.index 32 bytes per record: offset,
+//	                                                  length, createdAt, txn hash,
+//	                                                  the record's CRC-32C, and the
+//	                                                  entry's own CRC-32C
 //
 // A partition's seqs are contiguous, so the index entry of seq s in a
 // segment with first seq b is entry s-b: a lookup is one read. Every
@@ -21,4 +23,11 @@
 // trimmed back to what the state file committed (Trim) before it is written
 // again after a crash. Retention and deleted queues reclaim space by
 // removing whole files, never by rewriting them.
+//
+// Every read checks what it read: an index entry against its own checksum,
+// a record against the checksum its entry holds. A mismatch is a
+// *CorruptError (ErrCorrupt), never the bytes: a flipped bit on this node's
+// disk is not served. Index files of state format 3 (.idx, no checksums)
+// are rewritten with them when the store opens, or when a snapshot of that
+// format is restored (migrateLegacy).
 package msgstore

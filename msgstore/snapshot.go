@@ -174,6 +174,9 @@ func (r *Restorer) Commit() error {
 	if s.pins > 0 {
 		return errors.New("msgstore: restore while a snapshot pins the files")
 	}
+	if _, err := migrateLegacy(r.dir); err != nil { // a snapshot of state format 3
+		return err
+	}
 	s.files.closeAll()
 	old := s.dir + ".old"
 	os.RemoveAll(old)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Options configure a Store. Zero values mean the defaults.
@@ -36,6 +37,9 @@ type Store struct {
 	later []string // paths to remove once no snapshot pins the files
 
 	dirty map[string]bool // files written since the last Sync (apply goroutine only)
+
+	migrated  int // legacy index files Open rewrote
+	onCorrupt atomic.Pointer[func(error)]
 }
 
 // partition is one partition's segments, sorted by first seq.
@@ -77,9 +81,17 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("msgstore: %w", err)
 	}
-	return &Store{dir: dir, opts: opts, files: newFileCache(opts.MaxOpenFiles),
+	migrated, err := migrateLegacy(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir, opts: opts, files: newFileCache(opts.MaxOpenFiles), migrated: migrated,
 		parts: map[string]*partition{}, dirty: map[string]bool{}}, nil
 }
+
+// Migrated is how many index files of state format 3 Open rewrote with
+// checksums.
+func (s *Store) Migrated() int { return s.migrated }
 
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
@@ -108,7 +120,7 @@ func (s *Store) part(pid []byte) *partition {
 	return p
 }
 
-// listSegments reads a partition directory: every .idx file with its .log.
+// listSegments reads a partition directory: every .index file with its .log.
 func listSegments(dir string) []*segment {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -117,10 +129,10 @@ func listSegments(dir string) []*segment {
 	var segs []*segment
 	for _, e := range ents {
 		name := e.Name()
-		if !strings.HasSuffix(name, ".idx") {
+		if !strings.HasSuffix(name, indexExt) {
 			continue
 		}
-		base, err := strconv.ParseUint(strings.TrimSuffix(name, ".idx"), 10, 64)
+		base, err := strconv.ParseUint(strings.TrimSuffix(name, indexExt), 10, 64)
 		if err != nil {
 			continue
 		}
@@ -139,8 +151,15 @@ func listSegments(dir string) []*segment {
 
 func newSegment(dir string, base uint64) *segment {
 	name := fmt.Sprintf("%020d", base)
-	return &segment{base: base, logPath: filepath.Join(dir, name+".log"), idxPath: filepath.Join(dir, name+".idx")}
+	return &segment{base: base, logPath: filepath.Join(dir, name+".log"), idxPath: filepath.Join(dir, name+indexExt)}
 }
+
+// indexExt names a segment's index file (legacyIndexExt: state format 3's,
+// without checksums, migrated at open).
+const (
+	indexExt       = ".index"
+	legacyIndexExt = ".idx"
+)
 
 // find returns the segment that holds seq (the last one starting at or
 // before it), or nil.
@@ -177,7 +196,7 @@ func (s *Store) fileEntry(g *segment, seq uint64) (Entry, error) {
 	if err := s.readFile(g.idxPath, b[:], int64(seq-g.base)*entrySize); err != nil {
 		return Entry{}, err
 	}
-	return readEntry(b[:]), nil
+	return s.entryAt(b[:], g.idxPath, seq)
 }
 
 // Entries returns the index entries of seqs from..to (inclusive) that one
@@ -198,7 +217,9 @@ func (s *Store) Entries(pid []byte, from, to uint64) ([]Entry, error) {
 	}
 	out := make([]Entry, got/entrySize)
 	for i := range out {
-		out[i] = readEntry(buf[i*entrySize:])
+		if out[i], err = s.entryAt(buf[i*entrySize:], g.idxPath, from+uint64(i)); err != nil {
+			return nil, err
+		}
 	}
 	if len(out) == 0 {
 		return nil, ErrNotFound
@@ -220,6 +241,9 @@ func (s *Store) Message(pid []byte, seq uint64) (*Message, error) {
 	}
 	b := make([]byte, e.Length)
 	if err := s.readFile(g.logPath, b, int64(e.Offset)); err != nil {
+		return nil, err
+	}
+	if err := s.checkRecord(e, b, g.logPath, seq); err != nil {
 		return nil, err
 	}
 	m := &Message{CreatedUs: e.CreatedUs}
@@ -249,10 +273,14 @@ func (s *Store) Messages(pid []byte, from, to uint64) ([]*Message, error) {
 		if err := s.readFile(g.logPath, span, int64(first.Offset)); err != nil {
 			return out, err
 		}
-		for _, e := range ents {
+		for i, e := range ents {
 			m := &Message{CreatedUs: e.CreatedUs}
 			off := e.Offset - first.Offset
-			if err := decode(span[off:off+e.Length], m); err != nil {
+			rec := span[off : off+e.Length]
+			if err := s.checkRecord(e, rec, g.logPath, seq+uint64(i)); err != nil {
+				return out, err
+			}
+			if err := decode(rec, m); err != nil {
 				return out, err
 			}
 			out = append(out, m)
@@ -363,7 +391,11 @@ func (s *Store) eachEntry(pid []byte, first, next uint64, pending bool, fn func(
 			return ErrNotFound
 		}
 		for k := 0; k+entrySize <= got; k += entrySize {
-			if !fn(seq, readEntry(buf[k:])) {
+			e, err := s.entryAt(buf[k:], g.idxPath, seq)
+			if err != nil {
+				return err
+			}
+			if !fn(seq, e) {
 				return nil
 			}
 			seq++

@@ -89,17 +89,18 @@ func (rd *Reader) Message(pid []byte, seq uint64) *command.MessageRecord {
 }
 
 // Messages returns the stored messages from..to (inclusive) of a partition,
-// in order; it stops at the first it cannot find.
-func (rd *Reader) Messages(pid []byte, from, to uint64) []*command.MessageRecord {
+// in order; it stops at the first it cannot find. A damaged one is an
+// error (msgstore.ErrCorrupt), never its bytes.
+func (rd *Reader) Messages(pid []byte, from, to uint64) ([]*command.MessageRecord, error) {
 	ms, err := rd.msgs.Messages(pid, from, to)
 	if err != nil && !errors.Is(err, msgstore.ErrNotFound) {
-		return nil
+		return nil, err
 	}
 	out := make([]*command.MessageRecord, len(ms))
 	for i, m := range ms {
 		out[i] = messageRecord(m)
 	}
-	return out
+	return out, nil
 }
 
 func messageRecord(m *msgstore.Message) *command.MessageRecord {

@@ -1,9 +1,12 @@
 package raftlog
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/queen-node/queen-node/command"
 )
 
 // byteCache keeps the most recent log entries in memory, up to a byte
@@ -28,6 +31,8 @@ type byteCache struct {
 	// leader replicate entries it compacted away instead of sending its
 	// snapshot. Nothing below floor is served.
 	floor uint64
+	// onCorrupt is told of a damaged command entry read from the store.
+	onCorrupt func(error)
 }
 
 func newByteCache(store raft.LogStore, budget int) (*byteCache, error) {
@@ -50,7 +55,28 @@ func (c *byteCache) GetLog(index uint64, out *raft.Log) error {
 		*out = *l
 		return nil
 	}
-	return c.LogStore.GetLog(index, out)
+	if err := c.LogStore.GetLog(index, out); err != nil {
+		return err
+	}
+	return c.check(out)
+}
+
+// check verifies the checksum of a command entry read from the store (the
+// cached ones are copies of what this node received). A damaged one is
+// reported and answered as not found: a leader sends its snapshot instead
+// (raft's answer to a missing entry), and nothing applies it.
+func (c *byteCache) check(l *raft.Log) error {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	if err := command.CheckEntry(l.Data); err != nil {
+		if c.onCorrupt != nil {
+			c.onCorrupt(fmt.Errorf("raft log entry %d: %w", l.Index, err))
+		}
+		*l = raft.Log{}
+		return raft.ErrLogNotFound
+	}
+	return nil
 }
 
 func (c *byteCache) StoreLog(l *raft.Log) error { return c.StoreLogs([]*raft.Log{l}) }

@@ -1,11 +1,15 @@
 package raftlog
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/queen-node/queen-node/command"
 )
 
 func TestByteCacheStaysWithinBudgetAndServesMisses(t *testing.T) {
@@ -19,7 +23,7 @@ func TestByteCacheStaysWithinBudgetAndServesMisses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := uint64(1); i <= 50; i++ {
-		if err := c.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: make([]byte, 100)}}); err != nil {
+		if err := c.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: commandData(strings.Repeat("a", 90))}}); err != nil {
 			t.Fatal(err)
 		}
 		if c.size > 1000 {
@@ -34,7 +38,7 @@ func TestByteCacheStaysWithinBudgetAndServesMisses(t *testing.T) {
 		t.Fatalf("a miss must fall through to the store: %v %v", l.Index, err)
 	}
 	// A new leader overwriting the tail: the cache restarts, nothing stale.
-	if err := c.StoreLogs([]*raft.Log{{Index: 45, Term: 2, Data: []byte("x")}}); err != nil {
+	if err := c.StoreLogs([]*raft.Log{{Index: 45, Term: 2, Data: commandData("x")}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.GetLog(45, &l); err != nil || l.Term != 2 {
@@ -94,5 +98,42 @@ func TestAGapAfterARestoreEmptiesTheLog(t *testing.T) {
 			t.Fatalf("%s: an entry before the gap: %v", kind, err)
 		}
 		s.Close()
+	}
+}
+
+// A command entry whose bytes changed on disk is neither sent nor applied:
+// GetLog answers it as missing (a leader then sends its snapshot) and says
+// so; Raft's own entries, which carry no checksum, pass.
+func TestADamagedEntryIsNotServed(t *testing.T) {
+	bs, err := raftboltdb.NewBoltStore(filepath.Join(t.TempDir(), "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	good := commandData("payments")
+	bad := append([]byte(nil), good...)
+	bad[3] ^= 0x04
+	if err := bs.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: good}, {Index: 2, Term: 1, Data: bad},
+		{Index: 3, Term: 1, Type: raft.LogConfiguration, Data: []byte("raft's own")}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newByteCache(bs, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []error
+	c.onCorrupt = func(err error) { found = append(found, err) }
+	var l raft.Log
+	if err := c.GetLog(1, &l); err != nil || string(l.Data) != string(good) {
+		t.Fatalf("intact entry: %v", err)
+	}
+	if err := c.GetLog(2, &l); err != raft.ErrLogNotFound || l.Data != nil {
+		t.Fatalf("damaged entry: %v, data %q; want ErrLogNotFound and nothing", err, l.Data)
+	}
+	if len(found) != 1 || !errors.Is(found[0], command.ErrCorruptEntry) || !strings.Contains(found[0].Error(), "entry 2") {
+		t.Fatalf("reported %v, want one ErrCorruptEntry naming entry 2", found)
+	}
+	if err := c.GetLog(3, &l); err != nil {
+		t.Fatalf("raft's own entry: %v", err)
 	}
 }

@@ -9,16 +9,28 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/queen-node/queen-node/command"
 )
 
-// entries are the log the tests move around: indexes from..to, each's data
-// naming its index.
+// entries are the log the tests move around: indexes from..to, each a
+// command (as the node encodes it) naming its index.
 func entries(from, to uint64) []*raft.Log {
 	var out []*raft.Log
 	for i := from; i <= to; i++ {
-		out = append(out, &raft.Log{Index: i, Term: 3, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry-%d", i))})
+		out = append(out, &raft.Log{Index: i, Term: 3, Type: raft.LogCommand, Data: commandData(fmt.Sprintf("entry-%d", i))})
 	}
 	return out
+}
+
+// commandData is a log entry's bytes as the node writes them, its actor
+// set to actor (to size it or name it).
+func commandData(actor string) []byte {
+	b, err := command.Encode(&command.Command{Actor: actor})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func openKind(t *testing.T, dir, kind string) *Stores {

@@ -38,6 +38,9 @@ type Config struct {
 	// ServerTLS and ClientTLS make the transport mutual TLS (both or
 	// neither): the listener's and the dialer's configurations.
 	ServerTLS, ClientTLS *tls.Config
+	// OnCorrupt is told of every command entry read from the log files
+	// whose checksum fails (command.CheckEntry); nil = only logged.
+	OnCorrupt func(error)
 }
 
 // Stores are the opened parts.
@@ -109,6 +112,12 @@ func Open(cfg Config) (*Stores, error) {
 	logs, err := newByteCache(store, cacheBytes)
 	if err != nil {
 		return fail(fmt.Errorf("raftlog: log: %w", err))
+	}
+	logs.onCorrupt = func(err error) {
+		logger.Error("a log entry read from disk is damaged: it is neither sent nor applied", "error", err)
+		if cfg.OnCorrupt != nil {
+			cfg.OnCorrupt(err)
+		}
 	}
 	retain := cfg.SnapshotsRetained
 	if retain == 0 {

@@ -187,6 +187,9 @@
         for (const x of c.nodes.filter((x) => !x.reachable)) {
           items.push(`<li class="bad" data-testid="incident-node-down-${esc(testid(x.id))}">Node <b>${esc(x.id)}</b> does not answer${x.error ? ': <span class="small">' + esc(x.error) + '</span>' : ''}. ${up} of ${c.nodes.length} nodes serve; a majority (${Math.floor(c.nodes.length / 2) + 1}) is needed for writes.</li>`);
         }
+        for (const x of c.nodes.filter((x) => x.reachable && x.damage)) {
+          items.push(`<li class="bad" data-testid="incident-node-damaged-${esc(testid(x.id))}">Node <b>${esc(x.id)}</b> found its own files damaged and serves nothing damaged: <span class="small">${esc(x.damage)}</span>. Replace its data from the other nodes.</li>`);
+        }
         for (const g of lagging) {
           items.push(`<li data-testid="incident-lagging-${esc(testid(g.name + '-' + g.queueName))}">Consumer group <b>${esc(g.name)}</b> on <a href="#/queue/${enc(g.queueName)}">${esc(g.queueName)}</a> is behind: <b>${n(g.pendingMessages)}</b> pending, the oldest waited ${dur(g.maxTimeLag)}. <a href="#/groups">Seek or delete</a></li>`);
         }
@@ -199,7 +202,7 @@
         const rows = c.nodes.map((x) => `<tr data-node="${esc(x.id)}" data-testid="node-${esc(testid(x.id))}" class="${x.reachable ? '' : 'down'}">
           <td>${esc(x.id)}${x.self ? ' <span class="tag">serving</span>' : ''}</td>
           <td data-col="role">${x.role === 'leader' ? tag('leader', 'leader') : esc(x.role)}</td>
-          <td data-col="state">${x.reachable ? tag(x.status || 'up', x.status === 'healthy' ? 'ok' : 'warn') : tag('unreachable', 'bad')}</td>
+          <td data-col="state">${x.reachable ? tag(x.status || 'up', x.status === 'healthy' ? 'ok' : x.status === 'damaged' ? 'bad' : 'warn') : tag('unreachable', 'bad')}</td>
           <td class="n" data-col="term">${x.reachable ? n(x.term) : '—'}</td>
           <td class="n" data-col="applied">${x.reachable ? n(x.applied) : '—'}</td>
           <td class="n" data-col="commit">${x.reachable ? n(x.commit) : '—'}</td>

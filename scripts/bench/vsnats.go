@@ -241,7 +241,7 @@ func measureCore(ctx context.Context, name string, qo *options) (*figures, error
 	}
 	f.consumeRate = r.MsgPerSec
 	popCPU := cpu.used()
-	prefilled, _ := r.Extra["prefilled"].(int64) // pushed inside the same CPU window
+	prefilled, _ := r.Extra["prefilled"].(int64)           // pushed inside the same CPU window
 	f.consumeCPU = cpuPerMsg(popCPU, r.Messages+prefilled) // per message pushed and consumed
 	if s := (pushCPU + popCPU).Seconds(); s > 0 {
 		f.inOutPerCore = float64(pushed+prefilled+r.Messages) / s

@@ -1,0 +1,42 @@
+package damage
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func count(t *testing.T, r *Report, where string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := r.found.WithLabelValues(where).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func TestReportKeepsTheFirstFindingAndCountsAll(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := New(nil, reg)
+	if _, _, ok := r.Damaged(); ok {
+		t.Fatal("a new report says damaged")
+	}
+	r.Note(MessageFiles, errors.New("record of seq 3 fails its CRC-32C"))
+	r.Note(RaftLog, errors.New("log entry 9 fails its checksum"))
+	r.Note(MessageFiles, errors.New("again"))
+	first, n, ok := r.Damaged()
+	if !ok || n != 3 || first.Where != MessageFiles || !strings.Contains(first.Reason, "seq 3") || first.At.IsZero() {
+		t.Fatalf("Damaged() = %+v, %d, %v", first, n, ok)
+	}
+	if got := count(t, r, MessageFiles); got != 2 {
+		t.Fatalf("message_files count %v, want 2", got)
+	}
+	if got := count(t, r, StateFile); got != 0 {
+		t.Fatalf("state_file count %v, want 0", got)
+	}
+	var nilReport *Report
+	nilReport.Note(StateFile, errors.New("x")) // a node without a report ignores it
+}

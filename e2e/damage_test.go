@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// untarData unpacks testdata/name (a tar of one "data" dir) and returns
+// that dir.
+func untarData(t *testing.T, name string) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dst, filepath.Clean(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			out, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				t.Fatal(err)
+			}
+			out.Close()
+		}
+	}
+	return filepath.Join(dst, "data")
+}
+
+// A data dir of the format before checksums (testdata/README.md) starts on
+// today's binary: its index files are rewritten with checksums, every
+// message it held reads back as written, and FORMAT names the new formats
+// (so the older binary refuses the dir from now on). Then, from outside as
+// an operator would meet it: a bit flipped in a stopped node's message file
+// is found on the first read, the pop answers an error that says so and
+// never the damaged bytes, /health answers 503 "damaged" naming the file,
+// the damage counter moves, and the intact queue is still served.
+func TestDamagedMessageFilesAreFoundNeverServed(t *testing.T) {
+	data := untarData(t, "datadir-format3.tgz")
+	n := startNode(t, nodeOpts{DataDir: data})
+	a := n.api(t)
+
+	p := a.pop("/api/v1/pop/queue/legacy", url.Values{"batch": {"10"}, "wait": {"false"}})
+	if p == nil || len(p.Messages) != 3 {
+		t.Fatalf("legacy after the migration: %+v, want its 3 messages", p)
+	}
+	want := map[string]string{"l-1": `{"n":1,"note":"written by format 3"}`, "l-2": `{"n":2}`, "l-3": `{"n":3}`}
+	for _, m := range p.Messages {
+		if got := compactJSON(t, m.Data); got != want[m.TransactionID] {
+			t.Errorf("%s: data %s, want %s", m.TransactionID, got, want[m.TransactionID])
+		}
+	}
+	a.ackAll(p, nil)
+	format, _ := os.ReadFile(filepath.Join(data, "FORMAT"))
+	if strings.TrimSpace(string(format)) != `{"state":4,"log":3,"raftLog":"wal"}` {
+		t.Fatalf("FORMAT after the migration: %s", format)
+	}
+	if old, _ := filepath.Glob(filepath.Join(data, "messages", "*", "*.idx")); len(old) != 0 {
+		t.Fatalf("unmigrated index files: %v", old)
+	}
+	if _, code := health(t, n); code != http.StatusOK {
+		t.Fatalf("/health of the migrated node: %d", code)
+	}
+
+	// Stop it and flip one bit of o-2's payload in the orders segment.
+	n.sigterm(10 * time.Second)
+	seg := orderSegment(t, data)
+	b, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.LastIndex(string(b), `"order":2`)
+	if at < 0 {
+		t.Fatalf("o-2's payload is not in %s", seg)
+	}
+	b[at+len(`"order":`)] ^= 0x01 // '2' becomes '3'
+	if err := os.WriteFile(seg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.restart()
+
+	r := a.must("GET", "/api/v1/pop/queue/orders?batch=10&wait=false", nil)
+	if r.Status < 500 || !strings.Contains(string(r.Body), "damaged") {
+		t.Fatalf("pop of a damaged message: %s, want a 5xx that says damaged", r)
+	}
+	if strings.Contains(string(r.Body), `"order":3`) {
+		t.Fatalf("the damaged bytes were served: %s", r)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(r.Body, &e) != nil || e.Error == "" {
+		t.Fatalf("the refusal is not {\"error\": ...}: %s", r)
+	}
+	h, code := health(t, n)
+	if code != http.StatusServiceUnavailable || h.Status != "damaged" || h.Raft.Damage == nil ||
+		h.Raft.Damage.Where != "message_files" || !strings.Contains(h.Raft.Damage.Reason, filepath.Base(seg)) {
+		t.Fatalf("/health of a damaged node: %d %+v", code, h)
+	}
+	metrics := a.must("GET", "/metrics/prometheus", nil)
+	if !strings.Contains(string(metrics.Body), `queen_damage_found_total{where="message_files"}`) ||
+		strings.Contains(string(metrics.Body), `queen_damage_found_total{where="message_files"} 0`) {
+		t.Fatalf("the damage counter did not move:\n%s", grepLines(string(metrics.Body), "queen_damage_found_total"))
+	}
+	if n.logCount("damaged data found") == 0 {
+		t.Fatal("the node did not log the damage")
+	}
+	// The intact queue is still served.
+	a.push(pushItem{Queue: "legacy", TransactionID: "l-4", Payload: map[string]int{"n": 4}})
+	if p := a.pop("/api/v1/pop/queue/legacy", url.Values{"batch": {"10"}, "wait": {"false"}}); p == nil ||
+		len(p.Messages) != 1 || p.Messages[0].TransactionID != "l-4" {
+		t.Fatalf("an intact queue on the damaged node: %+v", p)
+	}
+}
+
+type healthAnswer struct {
+	Status string `json:"status"`
+	Raft   struct {
+		Damage *struct {
+			Where  string `json:"where"`
+			Reason string `json:"reason"`
+			Count  int    `json:"count"`
+		} `json:"damage"`
+	} `json:"raft"`
+}
+
+func health(t *testing.T, n *node) (healthAnswer, int) {
+	t.Helper()
+	r, err := n.send(5*time.Second, "GET", "/health", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h healthAnswer
+	if err := json.Unmarshal(r.Body, &h); err != nil {
+		t.Fatalf("/health: %v: %s", err, r.Body)
+	}
+	return h, r.Status
+}
+
+// orderSegment is the segment file that holds o-2's record.
+func orderSegment(t *testing.T, data string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(data, "messages", "*", "*.log"))
+	for _, p := range logs {
+		if b, _ := os.ReadFile(p); strings.Contains(string(b), `"order":2`) {
+			return p
+		}
+	}
+	t.Fatalf("no segment holds o-2 among %v", logs)
+	return ""
+}
+
+func compactJSON(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
