@@ -256,10 +256,6 @@ func (n *Node) sweep(stop chan struct{}) {
 	}
 }
 
-// snapshotLoop takes a snapshot when enough bytes were applied since the
-// last one (Raft's own trigger counts entries, which says little about the
-// log's size when entries carry batches of payloads; its threshold is set
-// high, see raftlog.RaftConfig).
 // flushLoop commits the state file's last batches once they have waited
 // fsm.CommitAfter (a node whose apply went quiet would otherwise keep
 // them uncommitted, and the message files they drop, until its next batch).
@@ -279,6 +275,10 @@ func (n *Node) flushLoop() {
 	}
 }
 
+// snapshotLoop takes a snapshot when enough bytes were applied since the
+// last one (Raft's own trigger counts entries, which says little about the
+// log's size when entries carry batches of payloads; its threshold is set
+// high, see raftlog.RaftConfig).
 func (n *Node) snapshotLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(time.Second)

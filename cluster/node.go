@@ -23,6 +23,7 @@ import (
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/msgstore"
 	"github.com/queen-node/queen-node/raftlog"
+	"github.com/queen-node/queen-node/scrub"
 	"github.com/queen-node/queen-node/store"
 	"github.com/queen-node/queen-node/tlsfiles"
 )
@@ -82,6 +83,11 @@ type Config struct {
 	// §5.12, package atrest); nil = no key file: such queues keep
 	// plaintext.
 	Keys *atrest.Keyring
+	// ScrubRate bounds the bytes per second the background scrub reads
+	// of the message files to check them (package scrub); 0 = no scrub.
+	// ScrubInterval is the pause between its passes; 0 = 1 hour.
+	ScrubRate     float64
+	ScrubInterval time.Duration
 }
 
 // Node is one queen-node: Raft plus the FSM plus the leader's loops.
@@ -221,7 +227,21 @@ func Start(cfg Config) (*Node, error) {
 	go n.watchLeadership()
 	go n.snapshotLoop()
 	go n.flushLoop()
+	if cfg.ScrubRate > 0 {
+		n.wg.Add(1)
+		go n.scrubLoop()
+	}
 	return n, nil
+}
+
+// scrubLoop checks the message files against their checksums in the
+// background (package scrub) until the node stops.
+func (n *Node) scrubLoop() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-n.stop; cancel() }()
+	scrub.New(n.msgs, scrub.Options{BytesPerSecond: n.cfg.ScrubRate, Interval: n.cfg.ScrubInterval,
+		Logger: n.log, Registry: n.cfg.Registry}).Run(ctx)
 }
 
 // openState opens the FSM's state file and message files. Their writes are

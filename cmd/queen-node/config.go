@@ -41,6 +41,8 @@ type config struct {
 	TimerTick               time.Duration
 	MaxInflight             int
 	MinFreeDiskMB           uint64
+	ScrubRateMB             float64
+	ScrubInterval           time.Duration
 	JWT                     auth.Config
 	TLSCert, TLSKey         string
 	GossipKeyring           string
@@ -87,6 +89,8 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.IntVar(&c.timerTickMs, "timer-tick-ms", 50, "how often the leader looks for due timers, in ms")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 1024, "writes this node holds in flight (proposed or forwarded, waiting for their entry); beyond them a write is answered 429 overloaded with Retry-After")
 	fs.Uint64Var(&c.MinFreeDiskMB, "min-free-disk-mb", 256, "below this many MiB free on the data disk, writes that add data are answered 507 storage_full; below half of it apply pauses until space is freed; 0 = no checks")
+	fs.Float64Var(&c.ScrubRateMB, "scrub-rate-mb", 4, "MiB per second the background scrub reads of the message files to check every record against its checksum (from the start, then a pass every --scrub-interval); 0 = no scrub")
+	fs.DurationVar(&c.ScrubInterval, "scrub-interval", time.Hour, "pause between the end of one scrub pass and the next")
 	c.jwtFlags(fs)
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP and gRPC APIs; with --tls-key both serve TLS, rereading the pair when it changes or on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key file (PEM) of --tls-cert")
@@ -112,6 +116,8 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
 		{"timer-tick-ms", func() error { return atLeast(c.timerTickMs, 1) }},
 		{"max-inflight", func() error { return atLeast(c.MaxInflight, 1) }},
+		{"scrub-rate-mb", func() error { return atLeast(c.ScrubRateMB, 0) }},
+		{"scrub-interval", func() error { return atLeast(c.ScrubInterval, time.Second) }},
 		{"peer-tls-cert", func() error {
 			if (c.PeerTLSCert == "") != (c.PeerTLSKey == "") || (c.PeerTLSCert == "") != (c.PeerTLSCA == "") {
 				return errors.New("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together")

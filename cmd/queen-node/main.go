@@ -141,7 +141,8 @@ func run(args []string) error {
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
 		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
 		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
-		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20, GossipKeys: gossipKeys, PeerTLS: peer, Keys: keys,
+		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20,
+		ScrubRate: cfg.ScrubRateMB * (1 << 20), ScrubInterval: cfg.ScrubInterval, GossipKeys: gossipKeys, PeerTLS: peer, Keys: keys,
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval}, RaftLog: cfg.RaftLog,
 	})
 	if err != nil {
