@@ -28,7 +28,7 @@ func TestShortFaultRun(t *testing.T) {
 	}
 	work := filepath.Join(dir, "work")
 	sum, err := run.Run(ctx, run.Options{
-		Nodes: 3, Duration: 25 * time.Second, Faults: []string{"kill", "pause", "partition", "clock"},
+		Nodes: 3, Duration: 25 * time.Second, Faults: []string{"kill", "pause", "partition", "clock", "corrupt", "rolling"},
 		Workloads: []string{"all"}, Bin: bin, Dir: work, Logf: t.Logf, Retention: 2 * time.Second,
 	})
 	if err != nil {

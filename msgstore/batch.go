@@ -178,8 +178,11 @@ func (b *Batch) trim(p *partition, firstSeq, next uint64) error {
 		var logLen int64
 		if count > 0 {
 			e, err := s.fileEntry(g, next-1)
+			if errors.Is(err, ErrNotFound) { // the index is shorter than what the state committed
+				err = s.corrupt(&CorruptError{Path: g.idxPath, Seq: next - 1, What: "index entry", Why: "is cut off (the file ends before what the state committed)"})
+			}
 			if err != nil {
-				return fmt.Errorf("msgstore: trim %s: last committed record %d: %w", p.dir, next-1, err)
+				return b.note(fmt.Errorf("msgstore: trim %s: last committed record %d: %w", p.dir, next-1, err))
 			}
 			logLen = int64(e.Offset) + int64(e.Length)
 		}
@@ -275,8 +278,8 @@ func (b *Batch) record(pid []byte, seq uint64) ([]byte, error) {
 		return g.pendLog[off : off+int64(e.Length)], nil
 	}
 	rec := make([]byte, e.Length)
-	if err := b.s.readFile(g.logPath, rec, int64(e.Offset)); err != nil {
-		return nil, err
+	if err := b.s.readRecords(g.logPath, rec, int64(e.Offset), seq); err != nil {
+		return nil, b.note(err)
 	}
 	if err := b.s.checkRecord(e, rec, g.logPath, seq); err != nil {
 		return nil, b.note(err)
@@ -510,8 +513,8 @@ func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, []Entry, error) {
 		}
 		first, last := ents[i], ents[j-1]
 		span := make([]byte, int64(last.Offset)+int64(last.Length)-int64(first.Offset))
-		if err := b.s.readFile(g.logPath, span, int64(first.Offset)); err != nil {
-			return nil, nil, err
+		if err := b.s.readRecords(g.logPath, span, int64(first.Offset), seq); err != nil {
+			return nil, nil, b.note(err)
 		}
 		for k := i; k < j; k++ {
 			off := ents[k].Offset - first.Offset

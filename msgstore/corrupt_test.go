@@ -248,3 +248,33 @@ func TestLegacySnapshotRestoresChecksummed(t *testing.T) {
 		t.Fatalf("legacy index files restored as they were: %v", old)
 	}
 }
+
+// A log cut short under records its index still lists is damage, not a
+// miss: reads say so, and the first append after a restart, which trims the
+// partition back to what the state committed, refuses to build on an index
+// that ends before the committed records.
+func TestFilesCutShortAreDamage(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, Options{})
+	appendAll(t, s, pidA, 1, 5)
+	logPath, idxPath := onlySegment(t, s, pidA)
+	e, _ := s.Entry(pidA, 5)
+	s.Close()
+	if err := os.Truncate(logPath, int64(e.Offset)+2); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, Options{})
+	_, err := s.Message(pidA, 5)
+	wantCorrupt(t, "a record cut off", err, 5)
+	checkMessages(t, s, pidA, 1, 4)
+	s.Close()
+
+	if err := os.Truncate(idxPath, 3*entrySize); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, Options{})
+	b := s.Begin()
+	err = b.Append(pidA, 1, 6, msg(6)) // the state committed 1..5
+	wantCorrupt(t, "an index cut off", err, 5)
+	wantCorrupt(t, "its batch", b.Damaged(), 5)
+}

@@ -68,10 +68,15 @@ type CorruptError struct {
 	Path string
 	Seq  uint64
 	What string // "index entry", "record"
+	Why  string // "" = its CRC-32C fails
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("msgstore: %s of seq %d in %s fails its CRC-32C: the file is damaged on this node", e.What, e.Seq, e.Path)
+	why := e.Why
+	if why == "" {
+		why = "fails its CRC-32C"
+	}
+	return fmt.Sprintf("msgstore: %s of seq %d in %s %s: the file is damaged on this node", e.What, e.Seq, e.Path, why)
 }
 
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }

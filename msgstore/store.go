@@ -240,7 +240,7 @@ func (s *Store) Message(pid []byte, seq uint64) (*Message, error) {
 		return nil, err
 	}
 	b := make([]byte, e.Length)
-	if err := s.readFile(g.logPath, b, int64(e.Offset)); err != nil {
+	if err := s.readRecords(g.logPath, b, int64(e.Offset), seq); err != nil {
 		return nil, err
 	}
 	if err := s.checkRecord(e, b, g.logPath, seq); err != nil {
@@ -270,7 +270,7 @@ func (s *Store) Messages(pid []byte, from, to uint64) ([]*Message, error) {
 		s.mu.Unlock()
 		first, last := ents[0], ents[len(ents)-1]
 		span := make([]byte, int64(last.Offset)+int64(last.Length)-int64(first.Offset))
-		if err := s.readFile(g.logPath, span, int64(first.Offset)); err != nil {
+		if err := s.readRecords(g.logPath, span, int64(first.Offset), seq); err != nil {
 			return out, err
 		}
 		for i, e := range ents {
@@ -303,6 +303,18 @@ func (s *Store) readFile(path string, b []byte, off int64) error {
 	n, err := s.readFileUpTo(path, b, off)
 	if err == nil && n < len(b) {
 		return ErrNotFound
+	}
+	return err
+}
+
+// readRecords reads the records of seq (and those after it) that b spans,
+// at off of the segment log path. Their index entries say they were
+// written, so a log that ends first is damaged, not a miss; a log that is
+// gone (its segment removed) is a miss.
+func (s *Store) readRecords(path string, b []byte, off int64, seq uint64) error {
+	n, err := s.readFileUpTo(path, b, off)
+	if err == nil && n < len(b) {
+		return s.corrupt(&CorruptError{Path: path, Seq: seq, What: "record", Why: "is cut off (the file ends before it)"})
 	}
 	return err
 }

@@ -22,6 +22,8 @@ campaign=(
   "5 kill,pause,partition,clock all"
   "3 membership,kill queue,kv"
   "3 powerloss,powerloss-torn,kill queue,ledger,timers"
+  "3 corrupt,rolling,kill all"
+  "5 corrupt,rolling,partition queue,kv,ledger"
 )
 fail=0
 for r in $(seq 1 "$RUNS"); do

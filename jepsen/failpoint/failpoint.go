@@ -25,7 +25,7 @@ type Fault interface {
 }
 
 // ByName returns the faults named in a comma list: kill, pause, partition,
-// clock, membership, powerloss, powerloss-torn.
+// clock, membership, powerloss, powerloss-torn, corrupt, rolling.
 func ByName(names []string) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
@@ -44,8 +44,12 @@ func ByName(names []string) ([]Fault, error) {
 			out = append(out, powerloss{})
 		case "powerloss-torn":
 			out = append(out, powerloss{torn: true})
+		case "corrupt":
+			out = append(out, corrupt{})
+		case "rolling":
+			out = append(out, rolling{})
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn)", n)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling)", n)
 		}
 	}
 	return out, nil

@@ -48,11 +48,20 @@ type qPushItem struct {
 }
 
 type qMsg struct {
-	ID            string `json:"id"`
-	TransactionID string `json:"transactionId"`
-	PartitionID   string `json:"partitionId"`
-	Partition     string `json:"partition"`
-	LeaseID       string `json:"leaseId"`
+	ID            string          `json:"id"`
+	TransactionID string          `json:"transactionId"`
+	PartitionID   string          `json:"partitionId"`
+	Partition     string          `json:"partition"`
+	LeaseID       string          `json:"leaseId"`
+	Data          json.RawMessage `json:"data"`
+}
+
+// intact reports whether m's data is the payload its producer pushed
+// ({"id": <its transactionId>}): no read may return other bytes than the
+// ones written, whatever a disk did to a node's files.
+func (m qMsg) intact() bool {
+	var d map[string]string
+	return json.Unmarshal(m.Data, &d) == nil && len(d) == 1 && d["id"] == m.TransactionID
 }
 
 type qPopOut struct {
@@ -391,6 +400,9 @@ func (q *queueWL) check(ops []history.Op, dlq map[string]map[string]bool) Result
 				var out qPopOut
 				json.Unmarshal(op.Output, &out)
 				for _, m := range out.Messages {
+					if !m.intact() {
+						res.violate("group %s was served %s with data %s, not the payload pushed", g, m.TransactionID, m.Data)
+					}
 					it, known := acked[m.TransactionID]
 					seen[m.TransactionID] = append(seen[m.TransactionID], delivery{op: op, msg: m, offset: it.Offset, known: known})
 					if set := msgIDs[m.TransactionID]; set == nil {

@@ -29,7 +29,14 @@ func qPop(group string, call, ret int64, msgs ...qMsg) hop {
 }
 
 func qM(txn, msgID string) qMsg {
-	return qMsg{ID: msgID, TransactionID: txn, PartitionID: "P", Partition: "P", LeaseID: "L"}
+	return qMsg{ID: msgID, TransactionID: txn, PartitionID: "P", Partition: "P", LeaseID: "L", Data: []byte(`{"id":"` + txn + `"}`)}
+}
+
+// qDamaged is qM served with data other than what was pushed.
+func qDamaged(txn, msgID, data string) qMsg {
+	m := qM(txn, msgID)
+	m.Data = []byte(data)
+	return m
 }
 
 func qAck(group string, call, ret int64, status string, success bool, ids ...string) hop {
@@ -66,6 +73,11 @@ func TestQueueChecker(t *testing.T) {
 			ops: append([]hop{pushAB, qPush(11, 12, history.Unknown, qItem("c", "", 0)),
 				qPop("g1", 100, 110, qM("c", "mc"))}, both(20)...),
 			want: want{ok: true}},
+		{name: "data other than the payload pushed",
+			ops: append(append([]hop{pushAB}, both(20)...),
+				qPop("g1", 200, 210, qDamaged("a", "ma", `{"id":"c"}`))),
+			want: want{violations: []string{`group g1 was served a with data {"id":"c"}, not the payload pushed`,
+				"group g1 got a again"}}},
 		{name: "lost acknowledged push",
 			ops: []hop{pushAB, qPop("g1", 20, 25, qM("a", "ma"), qM("b", "mb")),
 				qPop("g2", 20, 25, qM("a", "ma"))},
