@@ -1034,3 +1034,14 @@ func nameStatus(name string) int {
 	}
 	return http.StatusBadRequest
 }
+
+// A lease id from the path that is not valid UTF-8, or holds a NUL, is a
+// 400: such a string cannot enter a log entry (the HTTP fuzzer found %ff
+// answered 500).
+func TestLeaseIDsThatCannotBeKeyed(t *testing.T) {
+	fb, api := newFixture(t, 0)
+	runBadCases(t, fb, api, []badCase{
+		{name: "invalid UTF-8", method: "POST", path: "/api/v1/lease/%ff/extend", body: `{"seconds":2}`, status: 400, err: "leaseId must be valid UTF-8"},
+		{name: "NUL", method: "POST", path: "/api/v1/lease/a%00b/extend", body: `{"seconds":2}`, status: 400, err: "leaseId must not contain NUL"},
+	})
+}

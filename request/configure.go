@@ -106,6 +106,9 @@ func ExtendLease(leaseID string, seconds int64, given bool) (*command.ExtendLeas
 	if leaseID == "" {
 		return nil, Bad("leaseId is required")
 	}
+	if err := CheckName("leaseId", leaseID); err != nil { // from the path: any bytes
+		return nil, err
+	}
 	if !given {
 		seconds = DefaultExtendSeconds
 	}

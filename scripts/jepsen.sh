@@ -23,7 +23,8 @@ campaign=(
   "3 membership,kill queue,kv"
   "3 powerloss,powerloss-torn,kill queue,ledger,timers"
   "3 corrupt,rolling,kill all"
-  "5 corrupt,rolling,partition queue,kv,ledger"
+  "5 corrupt,rolling,one-way queue,kv,ledger"
+  "3 one-way,kill all"
 )
 fail=0
 for r in $(seq 1 "$RUNS"); do

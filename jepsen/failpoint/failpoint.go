@@ -25,7 +25,7 @@ type Fault interface {
 }
 
 // ByName returns the faults named in a comma list: kill, pause, partition,
-// clock, membership, powerloss, powerloss-torn, corrupt, rolling.
+// clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way.
 func ByName(names []string) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
@@ -48,8 +48,10 @@ func ByName(names []string) ([]Fault, error) {
 			out = append(out, corrupt{})
 		case "rolling":
 			out = append(out, rolling{})
+		case "one-way":
+			out = append(out, oneWay{})
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling)", n)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way)", n)
 		}
 	}
 	return out, nil

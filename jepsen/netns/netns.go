@@ -23,6 +23,7 @@ type Net struct {
 	nodes  int
 	mu     sync.Mutex
 	cut    map[[2]int]bool
+	oneWay map[[2]int]bool // {from, to}: to drops what from sends
 }
 
 // Available reports whether namespaces can be made here, and if not why.
@@ -62,7 +63,7 @@ func New(n int) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	nt := &Net{id: id, subnet: fmt.Sprintf("10.199.%d", third), bridge: "qjb" + id, nodes: n, cut: map[[2]int]bool{}}
+	nt := &Net{id: id, subnet: fmt.Sprintf("10.199.%d", third), bridge: "qjb" + id, nodes: n, cut: map[[2]int]bool{}, oneWay: map[[2]int]bool{}}
 	steps := [][]string{
 		{"ip", "link", "add", nt.bridge, "type", "bridge"},
 		{"ip", "addr", "add", nt.subnet + ".254/24", "dev", nt.bridge},
@@ -191,6 +192,22 @@ func (nt *Net) Cut(a, b int) error {
 	return nil
 }
 
+// OneWay makes node to drop every packet that comes from node from, while
+// to's own packets still reach from: a link that works one way only (TCP
+// over it stalls, but not before the data that opened it arrived).
+func (nt *Net) OneWay(from, to int) error {
+	nt.mu.Lock()
+	defer nt.mu.Unlock()
+	if nt.oneWay[[2]int{from, to}] {
+		return nil
+	}
+	if err := run("ip", "netns", "exec", nt.NS(to), "iptables", "-A", "INPUT", "-s", nt.IP(from), "-j", "DROP"); err != nil {
+		return err
+	}
+	nt.oneWay[[2]int{from, to}] = true
+	return nil
+}
+
 // drop makes node a drop every packet to or from node b (in a's namespace).
 func (nt *Net) drop(a, b int) error {
 	ns := nt.NS(a)
@@ -213,6 +230,7 @@ func (nt *Net) Heal() error {
 		}
 	}
 	nt.cut = map[[2]int]bool{}
+	nt.oneWay = map[[2]int]bool{}
 	return first
 }
 
