@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,51 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// untarData unpacks testdata/name (a tar of one "data" dir) and returns
-// that dir.
-func untarData(t *testing.T, name string) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := t.TempDir()
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dst, filepath.Clean(h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeReg:
-			os.MkdirAll(filepath.Dir(p), 0o755)
-			out, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.Copy(out, tr); err != nil {
-				t.Fatal(err)
-			}
-			out.Close()
-		}
-	}
-	return filepath.Join(dst, "data")
-}
+	"github.com/queen-node/queen-node/internal/testfiles"
+)
 
 // A data dir of the format before checksums (testdata/README.md) starts on
 // today's binary: its index files are rewritten with checksums, every
@@ -70,7 +24,7 @@ func untarData(t *testing.T, name string) string {
 // never the damaged bytes, /health answers 503 "damaged" naming the file,
 // the damage counter moves, and the intact queue is still served.
 func TestDamagedMessageFilesAreFoundNeverServed(t *testing.T) {
-	data := untarData(t, "datadir-format3.tgz")
+	data := testfiles.UntarData(t, filepath.Join("testdata", "datadir-format3.tgz"))
 	n := startNode(t, nodeOpts{DataDir: data})
 	a := n.api(t)
 
