@@ -223,6 +223,7 @@ func Start(cfg Config) (*Node, error) {
 		n.Shutdown()
 		return nil, err
 	}
+	n.damage.OnFirst(n.stepDownDamaged)
 	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.snapshotLoop()
@@ -232,6 +233,19 @@ func Start(cfg Config) (*Node, error) {
 		go n.scrubLoop()
 	}
 	return n, nil
+}
+
+// stepDownDamaged hands leadership over when this node, leading, found its
+// own files damaged: a replica whose files are intact should lead (it
+// serves every read, and its apply does not halt on damaged bytes).
+func (n *Node) stepDownDamaged(f damage.Finding) {
+	if n.raft.State() != raft.Leader {
+		return
+	}
+	n.log.Warn("this leader found its own files damaged: handing leadership over", "where", f.Where)
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		n.log.Error("leadership transfer of a damaged leader failed", "err", err)
+	}
 }
 
 // scrubLoop checks the message files against their checksums in the

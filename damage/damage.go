@@ -21,9 +21,22 @@ type Report struct {
 	log   *slog.Logger
 	found *prometheus.CounterVec
 
-	mu    sync.Mutex
-	first Finding
-	count uint64
+	mu      sync.Mutex
+	first   Finding
+	count   uint64
+	onFirst func(Finding)
+}
+
+// OnFirst sets what is called (in its own goroutine) when the first damage
+// is found; at once if it already was.
+func (r *Report) OnFirst(fn func(Finding)) {
+	r.mu.Lock()
+	r.onFirst = fn
+	first, found := r.first, r.count > 0
+	r.mu.Unlock()
+	if found {
+		go fn(first)
+	}
 }
 
 // Finding is the first damage a node found.
@@ -63,10 +76,16 @@ func (r *Report) Note(where string, err error) {
 	r.mu.Lock()
 	r.count++
 	n := r.count
+	var call func(Finding)
 	if n == 1 {
 		r.first = Finding{Where: where, Reason: err.Error(), At: time.Now()}
+		call = r.onFirst
 	}
+	first := r.first
 	r.mu.Unlock()
+	if call != nil {
+		go call(first)
+	}
 	if n&(n-1) == 0 {
 		r.log.Error("damaged data found on this node's disk; it is not served", "where", where, "error", err, "findings", n)
 	}

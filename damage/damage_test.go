@@ -40,3 +40,24 @@ func TestReportKeepsTheFirstFindingAndCountsAll(t *testing.T) {
 	var nilReport *Report
 	nilReport.Note(StateFile, errors.New("x")) // a node without a report ignores it
 }
+
+func TestOnFirstIsCalledOnceForTheFirstFinding(t *testing.T) {
+	r := New(nil, nil)
+	got := make(chan Finding, 4)
+	r.OnFirst(func(f Finding) { got <- f })
+	r.Note(RaftLog, errors.New("entry 3"))
+	r.Note(RaftLog, errors.New("entry 4"))
+	if f := <-got; f.Reason != "entry 3" {
+		t.Fatalf("OnFirst got %+v", f)
+	}
+	late := make(chan Finding, 1)
+	r.OnFirst(func(f Finding) { late <- f }) // set after the damage: called at once
+	if f := <-late; f.Reason != "entry 3" {
+		t.Fatalf("a late OnFirst got %+v", f)
+	}
+	select {
+	case f := <-got:
+		t.Fatalf("the first OnFirst was called again: %+v", f)
+	default:
+	}
+}

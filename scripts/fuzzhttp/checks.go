@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,21 @@ var allowed503 = map[string]string{
 	"timers_disabled": "timers",
 }
 
+// bodyOf is resp's body; for a HEAD, which has none, the body of the same
+// request sent as a GET (HEAD reaches the GET route, a read), so that its
+// 503's code can be read.
+func (f *fuzzer) bodyOf(r *req, resp *resp) []byte {
+	if r.Method != http.MethodHead || len(resp.Body) > 0 {
+		return resp.Body
+	}
+	get := *r
+	get.Method = http.MethodGet
+	if again, err := f.c.do(&get, 10*time.Second); err == nil && again.Status == resp.Status {
+		return again.Body
+	}
+	return resp.Body
+}
+
 // checkStatus: no 5xx but the documented 503s.
 func (f *fuzzer) checkStatus(r *req, pattern string, resp *resp) {
 	if resp.Status < 500 {
@@ -59,7 +75,7 @@ func (f *fuzzer) checkStatus(r *req, pattern string, resp *resp) {
 			Error *string `json:"error"`
 			Code  string  `json:"code"`
 		}
-		json.Unmarshal(resp.Body, &body)
+		json.Unmarshal(f.bodyOf(r, resp), &body)
 		route, known := allowed503[body.Code]
 		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 		switch {
