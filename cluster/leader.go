@@ -259,6 +259,10 @@ func (n *Node) sweep(stop chan struct{}) {
 // flushLoop commits the state file's last batches once they have waited
 // fsm.CommitAfter (a node whose apply went quiet would otherwise keep
 // them uncommitted, and the message files they drop, until its next batch).
+// While the data disk is low it waits: a commit that fails for space would
+// fail the state file (the node restarts from the log), and the batches
+// stay readable uncommitted; apply pauses before the disk is full, so no
+// other commit runs meanwhile.
 func (n *Node) flushLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(fsm.CommitAfter)
@@ -268,6 +272,9 @@ func (n *Node) flushLoop() {
 		case <-n.stop:
 			return
 		case <-tick.C:
+		}
+		if n.disk.Low() {
+			continue
 		}
 		if err := n.fsm.FlushStale(); err != nil {
 			n.log.Error("committing the state file's last batches failed", "err", err)

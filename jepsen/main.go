@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/queen-node/queen-node/jepsen/failpoint"
 	"github.com/queen-node/queen-node/jepsen/lossyfs"
 	"github.com/queen-node/queen-node/jepsen/run"
 	"github.com/queen-node/queen-node/nodeproc"
@@ -36,7 +37,7 @@ import (
 func main() {
 	nodes := flag.Int("nodes", 3, "cluster size")
 	dur := flag.Duration("time", 60*time.Second, "how long clients work while faults happen")
-	faults := flag.String("faults", "kill,pause,partition", "comma list: kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way")
+	faults := flag.String("faults", "kill,pause,partition", "comma list: kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way, slow-disk, disk-full")
 	workloads := flag.String("workload", "all", "comma list: queue, kv, timers, ledger, locks, all")
 	bin := flag.String("bin", "", "queen-node binary (default: build ./cmd/queen-node)")
 	out := flag.String("out", "", "work directory (default: a new temp dir, removed when the run passes)")
@@ -71,7 +72,7 @@ func main() {
 	if *verbose {
 		logf = func(f string, a ...any) { log.Printf(f, a...) }
 	}
-	if *lossy == "on" || (*lossy == "auto" && strings.Contains(*faults, "powerloss")) {
+	if *lossy == "on" || (*lossy == "auto" && failpoint.NeedsLossyFS(split(*faults))) {
 		// The lossyfs mounts are served by this process: on a signal,
 		// detach them rather than leave dead mounts in the work dir.
 		sigs := make(chan os.Signal, 1)

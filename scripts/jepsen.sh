@@ -25,6 +25,7 @@ campaign=(
   "3 corrupt,rolling,kill all"
   "5 corrupt,rolling,one-way queue,kv,ledger"
   "3 one-way,kill all"
+  "3 slow-disk,disk-full,kill queue,kv,ledger,timers"
 )
 fail=0
 for r in $(seq 1 "$RUNS"); do

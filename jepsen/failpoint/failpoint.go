@@ -25,7 +25,8 @@ type Fault interface {
 }
 
 // ByName returns the faults named in a comma list: kill, pause, partition,
-// clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way.
+// clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way,
+// slow-disk, disk-full.
 func ByName(names []string) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
@@ -50,11 +51,26 @@ func ByName(names []string) ([]Fault, error) {
 			out = append(out, rolling{})
 		case "one-way":
 			out = append(out, oneWay{})
+		case "slow-disk":
+			out = append(out, slowDisk{})
+		case "disk-full":
+			out = append(out, diskFull{})
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way)", n)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way, slow-disk, disk-full)", n)
 		}
 	}
 	return out, nil
+}
+
+// NeedsLossyFS reports whether any of the named faults needs the data dirs
+// on lossyfs (power loss, a slow disk, a full disk).
+func NeedsLossyFS(names []string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, "powerloss") || n == "slow-disk" || n == "disk-full" {
+			return true
+		}
+	}
+	return false
 }
 
 // target picks the leader half of the time, a random running node otherwise.

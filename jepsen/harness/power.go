@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/queen-node/queen-node/jepsen/lossyfs"
 )
@@ -150,3 +151,22 @@ func (c *Cluster) PowerLoss(n *Node, mode PowerLossMode) (lossyfs.Loss, error) {
 
 // BootID is the QUEEN_TEST_BOOT_ID n starts with ("" without LossyFS).
 func (n *Node) BootID() string { return n.bootID }
+
+// SlowDisk makes every fsync of n's disk wait d first (0: none again).
+func (c *Cluster) SlowDisk(n *Node, d time.Duration) error {
+	if n.disk == nil {
+		return fmt.Errorf("harness: %s has no lossyfs disk", n.ID())
+	}
+	n.disk.SetFsyncDelay(d)
+	return nil
+}
+
+// FillDisk makes n's disk full (writes fail with ENOSPC, statfs says no
+// space) or frees it.
+func (c *Cluster) FillDisk(n *Node, full bool) error {
+	if n.disk == nil {
+		return fmt.Errorf("harness: %s has no lossyfs disk", n.ID())
+	}
+	n.disk.SetFull(full)
+	return nil
+}

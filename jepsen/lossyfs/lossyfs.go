@@ -62,6 +62,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -85,6 +86,25 @@ type FS struct {
 	dead    bool                  // powered off or unmounted: every data op fails
 	closed  bool
 	stopped bool // the server has stopped serving (the connection ended)
+
+	fsyncDelay atomic.Int64 // ns every fsync waits first (a slow disk)
+	full       atomic.Bool  // every data write fails with ENOSPC, statfs says no space
+}
+
+// SetFsyncDelay makes every fsync, fdatasync and synchronous write wait d
+// before it makes anything durable, as a slow or overloaded disk would (0:
+// none). Nothing is lost by it.
+func (f *FS) SetFsyncDelay(d time.Duration) { f.fsyncDelay.Store(int64(d)) }
+
+// SetFull makes the disk full (every data write fails with ENOSPC and
+// statfs reports no free blocks) or frees it again.
+func (f *FS) SetFull(full bool) { f.full.Store(full) }
+
+// slowSync waits the fsync delay.
+func (f *FS) slowSync() {
+	if d := f.fsyncDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 }
 
 // Options configure Mount.

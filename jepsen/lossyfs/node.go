@@ -29,7 +29,20 @@ var (
 	_ fs.NodeRenamer     = (*node)(nil)
 	_ fs.NodeStatxer     = (*node)(nil)
 	_ fs.NodeTmpfiler    = (*node)(nil)
+	_ fs.NodeStatfser    = (*node)(nil)
 )
+
+// Statfs is the backing filesystem's, with no free blocks while the disk
+// is full (SetFull).
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	if errno := n.LoopbackNode.Statfs(ctx, out); errno != 0 {
+		return errno
+	}
+	if n.fs.full.Load() {
+		out.Bfree, out.Bavail = 0, 0
+	}
+	return 0
+}
 
 func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
 	return &node{LoopbackNode: ops.(*fs.LoopbackNode), fs: n.fs}
@@ -260,6 +273,12 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if !h.st.writable {
 		return 0, syscall.EBADF
 	}
+	if h.st.fs.full.Load() {
+		return 0, syscall.ENOSPC
+	}
+	if h.syncWrites {
+		h.st.fs.slowSync()
+	}
 	if err := h.st.write(data, off); err != nil {
 		return 0, fs.ToErrno(err)
 	}
@@ -277,6 +296,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if h.st.fs.isDead() {
 		return syscall.EIO
 	}
+	h.st.fs.slowSync()
 	h.st.mu.Lock()
 	defer h.st.mu.Unlock()
 	return fs.ToErrno(h.st.flush())

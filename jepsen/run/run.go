@@ -103,10 +103,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 		useLossy = true
 	case "auto", "":
-		if wantsPowerLoss(o.Faults) {
+		if failpoint.NeedsLossyFS(o.Faults) {
 			var why string
 			if useLossy, why = lossyfs.Available(); !useLossy {
-				o.Logf("lossyfs is not available here (%s): no power-loss faults", why)
+				o.Logf("lossyfs is not available here (%s): no power-loss, slow-disk or disk-full faults", why)
 			}
 		}
 	case "off":
@@ -132,7 +132,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		} else {
 			sum.Skipped = append(sum.Skipped, f.Name())
 			why := "no network namespaces"
-			if strings.HasPrefix(f.Name(), "powerloss") {
+			if failpoint.NeedsLossyFS([]string{f.Name()}) {
 				why = "the data dirs are not on lossyfs"
 			}
 			o.Logf("fault %s is not available here (%s)", f.Name(), why)
@@ -206,15 +206,6 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		writeReport(sum, env.Rec, c, faultLog, files, o)
 	}
 	return sum, nil
-}
-
-func wantsPowerLoss(faults []string) bool {
-	for _, f := range faults {
-		if strings.HasPrefix(f, "powerloss") {
-			return true
-		}
-	}
-	return false
 }
 
 // nemesis injects faults until ctx ends: a health check, a fault held for a
