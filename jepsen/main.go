@@ -45,6 +45,7 @@ func main() {
 	netns := flag.String("netns", "auto", "network namespaces for real partitions: auto | on | off")
 	lossy := flag.String("lossyfs", "auto", "data dirs on lossyfs FUSE mounts that drop unsynced writes on a power loss: auto (on with a powerloss fault) | on | off")
 	verbose := flag.Bool("v", false, "log faults and node events")
+	minFaults := flag.Int("min-faults", 0, "keep going past -time until this many faults were injected (at most -time again plus 30 minutes)")
 	retention := flag.Duration("retention", 0, "give the queue workload's queue this completedRetentionSeconds and the nodes 500 ms retention sweeps (0 = off)")
 	flag.Parse()
 
@@ -87,6 +88,7 @@ func main() {
 	sum, err := run.Run(ctx, run.Options{
 		Nodes: *nodes, Duration: *dur, Faults: split(*faults), Workloads: split(*workloads),
 		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, LossyFS: *lossy, Logf: logf, Retention: *retention,
+		MinFaults: *minFaults,
 	})
 	if err != nil {
 		fmt.Println("jepsen: FAIL ops=0 faults=0 lost=0 duplicated=0 linearizable=false")

@@ -41,6 +41,10 @@ type Options struct {
 	// happen, and the checker's rules still hold (nothing acknowledged and
 	// unconsumed by a group goes; nothing removed comes back).
 	Retention time.Duration
+	// MinFaults keeps the load and the faults going past Duration until
+	// this many faults were injected (a long campaign's floor), for at most
+	// Duration again plus 30 minutes.
+	MinFaults int
 	Logf      func(format string, args ...any)
 }
 
@@ -145,8 +149,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		}
 	}
 
-	// Load and faults for the duration.
-	loadCtx, stopLoad := context.WithTimeout(ctx, o.Duration)
+	// Load and faults for the duration (and until MinFaults).
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	end, hardEnd := time.Now().Add(o.Duration), time.Now().Add(2*o.Duration+30*time.Minute)
+	enough := func(faults int) bool {
+		now := time.Now()
+		return (now.After(end) && faults >= o.MinFaults) || now.After(hardEnd)
+	}
 	var wg sync.WaitGroup
 	for _, w := range wls {
 		wg.Add(1)
@@ -154,9 +163,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	var faultLog []string
 	if len(usable) > 0 {
-		sum.Faults, faultLog, err = nemesis(loadCtx, c, usable, rand.New(rand.NewSource(o.Seed)), o.Logf)
+		sum.Faults, faultLog, err = nemesis(loadCtx, c, usable, rand.New(rand.NewSource(o.Seed)), o.Logf, enough)
+	} else {
+		select {
+		case <-time.After(o.Duration):
+		case <-ctx.Done():
+		}
 	}
-	<-loadCtx.Done()
 	stopLoad()
 	wg.Wait()
 	if err != nil {
@@ -208,12 +221,16 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	return sum, nil
 }
 
-// nemesis injects faults until ctx ends: a health check, a fault held for a
-// while, its heal, another health check.
-func nemesis(ctx context.Context, c *harness.Cluster, faults []failpoint.Fault, rng *rand.Rand, logf func(string, ...any)) (int, []string, error) {
+// nemesis injects faults until ctx ends or enough says so: a health check,
+// a fault held for a while, its heal, another health check.
+func nemesis(ctx context.Context, c *harness.Cluster, faults []failpoint.Fault, rng *rand.Rand, logf func(string, ...any),
+	enough func(faults int) bool) (int, []string, error) {
 	var log []string
 	count := 0
 	for {
+		if enough(count) {
+			return count, log, nil
+		}
 		select {
 		case <-ctx.Done():
 			return count, log, nil
