@@ -78,7 +78,7 @@ func TestAPassFindsEveryDamagedRecord(t *testing.T) {
 		t.Fatalf("intact: checked %d, damaged %d, %v; want 340, 0", checked, damaged, err)
 	}
 	s.Close()
-	flip(t, dir, "4141*/*.log", 200)   // a record of partition A's first segment
+	flip(t, dir, "4141*/*.log", 200)    // a record of partition A's first segment
 	flip(t, dir, "4242*/*.index", 3*32) // seq 4's index entry of partition B
 	s, reported := open(t, dir)
 	sc = New(s, Options{BytesPerSecond: 1 << 30})
