@@ -18,15 +18,18 @@ import (
 )
 
 // failover (cluster only): single pushes go at a steady rate through a
-// follower while the leader is killed with SIGKILL. A round measures, from
-// the kill, the first push sent after it that the node answers 201, and the
-// first /api/v1/system/cluster on a surviving node that names a new leader.
-// The killed node is then restarted (nodeproc, on its data dir and ports)
-// and the cluster must be whole again before the next round.
+// follower while the leader is stopped, with SIGKILL or SIGTERM
+// (-failover-faults). A round measures, from the signal, the first push sent
+// after it that the node answers 201, and the first /api/v1/system/cluster on
+// a surviving node that names a new leader; and what the fault cost the
+// client: the longest run of pushes that failed or took over 10× the p99 of
+// the pushes before the fault, and the push p99 before, during that window
+// and after it. The stopped node is then restarted (nodeproc, on its data
+// dir and ports) and the cluster must be whole again before the next round.
 const (
 	failoverSenders = 1024            // pushes in flight at most (50/s for the 30 s -timeout would be 1500); a tick with none free is counted as skipped
 	failoverWarmup  = 2 * time.Second // steady pushing before the kill
-	failoverAfter   = time.Second     // and after recovery
+	failoverAfter   = 3 * time.Second // and after recovery
 	clusterReady    = 60 * time.Second
 )
 
@@ -164,9 +167,15 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 	window := newTally()
 	var rounds []map[string]any
 	var notes []string
+	faults := o.failoverFaults
+	if len(faults) == 0 {
+		faults = []string{"kill", "term"}
+	}
+	costs := map[string]*faultCost{}
 	start := time.Now()
 	var runErr error
-	for round := 1; round <= o.failoverRounds && ctx.Err() == nil; round++ {
+	for round := 1; round <= o.failoverRounds*len(faults) && ctx.Err() == nil; round++ {
+		fault := faults[(round-1)%len(faults)]
 		ln, err := waitWhole(ctx, cl)
 		if err != nil {
 			runErr = fmt.Errorf("round %d: %v", round, err)
@@ -185,10 +194,16 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		pause(ctx, failoverWarmup)
 
 		kill := time.Now()
-		if err := ln.Kill(); err != nil {
+		var err2 error
+		if fault == "term" {
+			_, _, err2 = ln.Terminate(30 * time.Second)
+		} else {
+			err2 = ln.Kill()
+		}
+		if err2 != nil {
 			p.halt()
 			c.close()
-			runErr = fmt.Errorf("round %d: kill -9 %d (leader %s): %v", round, pid, leader, err)
+			runErr = fmt.Errorf("round %d: %s %d (leader %s): %v", round, signalName(fault), pid, leader, err2)
 			break
 		}
 		until := kill.Add(o.failoverTimeout)
@@ -235,9 +250,15 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		}
 		windowFails += wf
 		window.merge(wk)
-		info := map[string]any{"round": round, "killed": leader, "killed_pid": pid, "pushed_via": target,
-			"window_failures": wf, "pushes": len(recs)}
-		line := fmt.Sprintf("round %d: kill -9 leader %s (pid %d), pushing via %s at %.0f/s: ", round, leader, pid, target, o.failoverRate)
+		cost := clientCost(recs, kill)
+		if costs[fault] == nil {
+			costs[fault] = &faultCost{}
+		}
+		costs[fault].add(cost)
+		info := map[string]any{"round": round, "fault": fault, "killed": leader, "killed_pid": pid, "pushed_via": target,
+			"window_failures": wf, "pushes": len(recs), "bad_window_ms": ms(cost.window),
+			"p99_before_ms": ms(cost.before), "p99_during_ms": ms(cost.during), "p99_after_ms": ms(cost.after)}
+		line := fmt.Sprintf("round %d: %s leader %s (pid %d), pushing via %s at %.0f/s: ", round, signalName(fault), leader, pid, target, o.failoverRate)
 		if leaderAt.IsZero() {
 			errs.add(failed("no new leader within -failover-timeout", fmt.Sprintf("round %d", round)))
 			line += "no new leader seen"
@@ -256,7 +277,8 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 			info["kill_to_201_ms"] = ms(d)
 			line += fmt.Sprintf(", first 201 after %.0f ms", ms(d))
 		}
-		line += fmt.Sprintf("; %d pushes failed in the window", wf)
+		line += fmt.Sprintf("; %d pushes failed in the window; pushes failed or slower than 10x the p99 before (%.1f ms) for %.0f ms, p99 during %.1f ms, after %.1f ms",
+			wf, ms(cost.before), ms(cost.window), ms(cost.during), ms(cost.after))
 		if wf > 0 {
 			line += " (" + strings.Join(kindCounts(wk), ", ") + ")"
 		}
@@ -294,6 +316,16 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 	}
 	r.notes = append(r.notes, "kill_to_201: kill to the answer of the first push sent after the kill that got 201; kill_to_leader: kill to the first cluster view of a survivor naming another leader; restart_to_whole: restart to all nodes healthy with one leader")
 	r.notes = append(r.notes, notes...)
+	costOut := map[string]any{}
+	for _, f := range faults {
+		if fc := costs[f]; fc != nil {
+			r.notes = append(r.notes, fmt.Sprintf("cost of a %s of the leader over %d rounds: longest window of failed or >10x-p99 pushes %.0f ms; push p99 before %.1f ms, during %.1f ms, after %.1f ms (the worst round of each)",
+				signalName(f), fc.rounds, ms(fc.window), ms(fc.before), ms(fc.during), ms(fc.after)))
+			costOut[f] = map[string]any{"rounds": fc.rounds, "bad_window_ms": ms(fc.window), "p99_before_ms": ms(fc.before),
+				"p99_during_ms": ms(fc.during), "p99_after_ms": ms(fc.after)}
+		}
+	}
+	r.Extra["cost"] = costOut
 	r.notes = append(r.notes, fmt.Sprintf("%d pushes, %d 201; %d failed inside failover windows (not counted as errors); %d ticks skipped for want of a free sender (of %d)",
 		pushes, ok, windowFails, skipped, failoverSenders))
 	if len(window.order) > 0 {
@@ -322,4 +354,95 @@ func kindCounts(t *tally) []string {
 		out[i] = fmt.Sprintf("%s: %d", e.k, e.n)
 	}
 	return out
+}
+
+func signalName(fault string) string {
+	if fault == "term" {
+		return "SIGTERM"
+	}
+	return "kill -9"
+}
+
+// roundCost is what one fault cost the steady pusher: the longest run of
+// consecutive pushes (by send time) that failed or took over 10× the p99 of
+// the pushes sent before the fault, from the first one's send to the last
+// one's answer; and the push p99 before the fault, during that window, and
+// after it.
+type roundCost struct {
+	window, before, during, after time.Duration
+}
+
+func clientCost(recs []pushRec, fault time.Time) roundCost {
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(a, b pushRec) int { return a.sent.Compare(b.sent) })
+	var pre []time.Duration
+	for _, r := range recs {
+		if r.sent.Before(fault) && r.v.good == 1 {
+			pre = append(pre, r.done.Sub(r.sent))
+		}
+	}
+	var c roundCost
+	c.before = p99Of(pre)
+	slow := 10 * c.before
+	bad := func(r pushRec) bool { return r.v.good != 1 || (slow > 0 && r.done.Sub(r.sent) > slow) }
+	var wStart, wEnd, runStart time.Time
+	var runEnd time.Time
+	inRun := false
+	for _, r := range recs {
+		if r.done.Before(fault) {
+			continue
+		}
+		if bad(r) {
+			if !inRun {
+				runStart, inRun = r.sent, true
+			}
+			if r.done.After(runEnd) {
+				runEnd = r.done
+			}
+			if runEnd.Sub(runStart) > wEnd.Sub(wStart) {
+				wStart, wEnd = runStart, runEnd
+			}
+			continue
+		}
+		inRun, runEnd = false, time.Time{}
+	}
+	c.window = wEnd.Sub(wStart)
+	var during, after []time.Duration
+	end := wEnd
+	if end.IsZero() {
+		end = fault
+	}
+	for _, r := range recs {
+		lat := r.done.Sub(r.sent)
+		switch {
+		case r.sent.Before(fault):
+		case !r.sent.After(end):
+			during = append(during, lat)
+		default:
+			after = append(after, lat)
+		}
+	}
+	c.during, c.after = p99Of(during), p99Of(after)
+	return c
+}
+
+// faultCost is the worst of a fault's rounds.
+type faultCost struct {
+	rounds                        int
+	window, before, during, after time.Duration
+}
+
+func (f *faultCost) add(c roundCost) {
+	f.rounds++
+	f.window, f.before = max(f.window, c.window), max(f.before, c.before)
+	f.during, f.after = max(f.during, c.during), max(f.after, c.after)
+}
+
+func p99Of(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, len(ds)*99/100)]
 }

@@ -127,6 +127,7 @@ type options struct {
 	pollRate float64 // pushes per second in pollers
 
 	failoverRounds  int
+	failoverFaults  []string
 	failoverRate    float64
 	failoverTimeout time.Duration
 }
@@ -271,7 +272,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.DurationVar(&o.timerMaxDelay, "timer-max-delay", 2*time.Second, "timers get a delayMs spread uniformly over 0..this")
 	fs.IntVar(&o.pollers, "pollers", 1000, "long-polling pops parked on the queue in pollers' last phase")
 	fs.Float64Var(&o.pollRate, "poll-rate", 200, "single pushes per second in pollers")
-	fs.IntVar(&o.failoverRounds, "failover-rounds", 3, "leader kills in failover")
+	fs.IntVar(&o.failoverRounds, "failover-rounds", 3, "rounds of each -failover-faults in failover")
+	fs.Func("failover-faults", "comma list of what failover does to the leader each round: kill (SIGKILL), term (SIGTERM); default kill,term", func(v string) error {
+		o.failoverFaults = nil
+		for _, f := range strings.Split(v, ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "kill", "term":
+				o.failoverFaults = append(o.failoverFaults, f)
+			case "":
+			default:
+				return fmt.Errorf("unknown failover fault %q (kill, term)", f)
+			}
+		}
+		return nil
+	})
 	fs.Float64Var(&o.failoverRate, "failover-rate", 50, "single pushes per second through a follower in failover")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 30*time.Second, "cap on each failover round's wait for a new leader and a successful push")
 	if err := fs.Parse(args); err != nil {
