@@ -28,7 +28,7 @@ import (
 // dir and ports) and the cluster must be whole again before the next round.
 const (
 	failoverSenders = 1024            // pushes in flight at most (50/s for the 30 s -timeout would be 1500); a tick with none free is counted as skipped
-	failoverWarmup  = 2 * time.Second // steady pushing before the kill
+	failoverWarmup  = 3 * time.Second // steady pushing before the kill
 	failoverAfter   = 3 * time.Second // and after recovery
 	clusterReady    = 60 * time.Second
 )
@@ -365,7 +365,7 @@ func signalName(fault string) string {
 
 // roundCost is what one fault cost the steady pusher: the longest run of
 // consecutive pushes (by send time) that failed or took over 10× the p99 of
-// the pushes sent before the fault, from the first one's send to the last
+// the pushes sent in the second before the fault, from the first one's send to the last
 // one's answer; and the push p99 before the fault, during that window, and
 // after it.
 type roundCost struct {
@@ -375,9 +375,9 @@ type roundCost struct {
 func clientCost(recs []pushRec, fault time.Time) roundCost {
 	recs = slices.Clone(recs)
 	slices.SortFunc(recs, func(a, b pushRec) int { return a.sent.Compare(b.sent) })
-	var pre []time.Duration
+	var pre []time.Duration // the last second before the fault: the cluster's steady state
 	for _, r := range recs {
-		if r.sent.Before(fault) && r.v.good == 1 {
+		if r.sent.Before(fault) && !r.sent.Before(fault.Add(-time.Second)) && r.v.good == 1 {
 			pre = append(pre, r.done.Sub(r.sent))
 		}
 	}

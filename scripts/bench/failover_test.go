@@ -27,6 +27,7 @@ func TestClientCost(t *testing.T) {
 		recs = append(recs, pushRec{sent: at(d), done: at(d + 3*time.Millisecond), v: ok})
 	}
 	recs = append(recs, pushRec{sent: at(2 * time.Second), done: at(2*time.Second + 50*time.Millisecond), v: ok})
+	recs = append(recs, pushRec{sent: at(-500 * time.Millisecond), done: at(400 * time.Millisecond), v: ok}) // a slow start over a second before: not the baseline
 	c := clientCost(recs, fault)
 	if c.before != 2*time.Millisecond {
 		t.Fatalf("p99 before %v, want 2ms", c.before)
