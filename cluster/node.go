@@ -98,10 +98,12 @@ type Node struct {
 	msgs   *msgstore.Store
 	fsm    *fsm.FSM
 	damage *damage.Report // what this node found damaged in its files
-	stores *raftlog.Stores
-	raft   *raft.Raft
-	clock  *stampClock
-	hub    *hub
+	// removed: voters the operator removed that gossip still saw alive
+	removed removedIDs
+	stores  *raftlog.Stores
+	raft    *raft.Raft
+	clock   *stampClock
+	hub     *hub
 	// parking holds long-poll pops; hub wakes every other watcher
 	parking *parking
 	m       *metrics

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,7 +36,11 @@ func (n *Node) reconcile() {
 	}
 	for _, m := range n.members.list() {
 		if !m.Alive || m.Raft == "" {
+			n.forgetRemoved(m.ID) // gone from gossip: it may join again later
 			continue
+		}
+		if n.wasRemoved(m.ID) {
+			continue // removed by the operator while gossip still sees it
 		}
 		s, known := voters[m.ID]
 		if known && string(s.Address) == m.Raft {
@@ -55,6 +60,36 @@ func (n *Node) reconcile() {
 			n.log.Info("added a voter", "id", m.ID, "addr", m.Raft)
 		}
 	}
+}
+
+// removedIDs are the nodes an operator removed that gossip still saw
+// alive: the leader does not add them back until gossip has seen them gone
+// (a node being stopped, or decommissioned while still running, would
+// otherwise be re-added at once, as the jepsen corrupt fault's heal found).
+type removedIDs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (n *Node) noteRemoved(id string) {
+	n.removed.mu.Lock()
+	defer n.removed.mu.Unlock()
+	if n.removed.ids == nil {
+		n.removed.ids = map[string]bool{}
+	}
+	n.removed.ids[id] = true
+}
+
+func (n *Node) wasRemoved(id string) bool {
+	n.removed.mu.Lock()
+	defer n.removed.mu.Unlock()
+	return n.removed.ids[id]
+}
+
+func (n *Node) forgetRemoved(id string) {
+	n.removed.mu.Lock()
+	defer n.removed.mu.Unlock()
+	delete(n.removed.ids, id)
 }
 
 // ErrUnknownServer: RemoveServer named a node that is not in the
@@ -91,6 +126,7 @@ func (n *Node) RemoveServerLocal(id, actor string) error {
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
 		return fmt.Errorf("cluster: remove %s: %w", id, mapRaftError(err))
 	}
+	n.noteRemoved(id)
 	n.log.Info("removed a voter", "id", id)
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
