@@ -73,7 +73,10 @@ func (e *FormatError) Error() string {
 func Encode(cmd *Command) ([]byte, error) {
 	cmd.Format = LogFormat
 	cmd.Crc = nil
-	b, err := proto.Marshal(cmd)
+	// One buffer with room for the trailer: appending it to proto.Marshal's
+	// exact-size result would copy every entry once more.
+	size := proto.Size(cmd)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, size+crcTrailer), cmd)
 	if err != nil {
 		return nil, err
 	}
