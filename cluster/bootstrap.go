@@ -111,6 +111,7 @@ func (n *Node) gossipLoop() {
 		if n.raft.LastIndex() > 0 {
 			n.members.setBoot()
 		}
+		n.compareChecks()
 		if len(n.cfg.Join) > 0 && n.members.ml.NumMembers() < 2 {
 			if _, err := n.members.ml.Join(n.cfg.Join); err != nil {
 				n.log.Debug("gossip join failed; retrying", "err", err)

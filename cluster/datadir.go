@@ -95,12 +95,21 @@ func recordFormats(dir, kind string) error {
 
 func writeFormatAs(path string, format dataFormat) error {
 	b, _ := json.Marshal(format)
+	if err := writeSynced(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("cluster: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeSynced replaces path with b durably: a synced temp file renamed
+// into place, then the directory synced.
+func writeSynced(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return fmt.Errorf("cluster: write %s: %w", path, err)
+		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -110,8 +119,21 @@ func writeFormatAs(path string, format dataFormat) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
-	if err != nil {
-		return fmt.Errorf("cluster: write %s: %w", path, err)
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
 	}
-	return nil
+	return err
+}
+
+// syncDir makes the renames and removals in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

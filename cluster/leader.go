@@ -76,6 +76,8 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 	defer membership.Stop()
 	timers := time.NewTicker(n.cfg.TimerTick)
 	defer timers.Stop()
+	checks := time.NewTicker(n.scrubInterval())
+	defer checks.Stop()
 	var changed <-chan struct{}
 	if n.members != nil {
 		changed = n.members.changed
@@ -90,6 +92,9 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 			n.drainBuffer(stop)
 		case <-membership.C:
 			n.reconcile()
+			n.proposeStateCheck(stop, false)
+		case <-checks.C:
+			n.proposeStateCheck(stop, true)
 		case <-timers.C:
 			n.fireTimers(stop)
 		case <-changed:

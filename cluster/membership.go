@@ -26,6 +26,13 @@ type meta struct {
 	Expect int    `json:"expect"`
 	// Boot: this node has Raft state (it bootstrapped or was added).
 	Boot bool `json:"boot"`
+	// Check and CheckHash: the index of this node's last state check and
+	// the first digits of its digest (statecheck.go).
+	Check     uint64 `json:"check,omitempty"`
+	CheckHash string `json:"checkHash,omitempty"`
+	// Resync: this node found its files damaged and is being rebuilt from
+	// the leader; it must not be a voter until it has caught up (resync.go).
+	Resync bool `json:"resync,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -141,6 +148,25 @@ func (m *members) setBoot() {
 	m.mu.Lock()
 	changed := !m.self.Boot
 	m.self.Boot = true
+	m.mu.Unlock()
+	if changed {
+		_ = m.ml.UpdateNode(time.Second)
+	}
+}
+
+// setCheck publishes this node's last state check.
+func (m *members) setCheck(index uint64, digest string) {
+	m.mu.Lock()
+	m.self.Check, m.self.CheckHash = index, digest
+	m.mu.Unlock()
+	_ = m.ml.UpdateNode(time.Second)
+}
+
+// setResync publishes whether this node is resyncing.
+func (m *members) setResync(on bool) {
+	m.mu.Lock()
+	changed := m.self.Resync != on
+	m.self.Resync = on
 	m.mu.Unlock()
 	if changed {
 		_ = m.ml.UpdateNode(time.Second)

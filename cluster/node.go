@@ -88,6 +88,11 @@ type Config struct {
 	// ScrubInterval is the pause between its passes; 0 = 1 hour.
 	ScrubRate     float64
 	ScrubInterval time.Duration
+	// OnResync is called once this node, having found its own files
+	// damaged, wrote the RESYNC marker and stopped Raft: the process should
+	// restart (the next Start rebuilds the state from the leader:
+	// resync.go). nil = the node just stays stopped.
+	OnResync func()
 }
 
 // Node is one queen-node: Raft plus the FSM plus the leader's loops.
@@ -97,7 +102,12 @@ type Node struct {
 	db     *store.DB
 	msgs   *msgstore.Store
 	fsm    *fsm.FSM
-	damage *damage.Report // what this node found damaged in its files
+	damage *damage.Report              // what this node found damaged in its files
+	checks *stateChecks                // state checks against the other replicas
+	resync atomic.Pointer[resyncState] // nil unless rebuilding from the leader
+	// quarantine: neither votes nor stands (a resync, a damaged log at
+	// open); nil = never quarantined in this process
+	quarantine *quarantine
 	// removed: voters the operator removed that gossip still saw alive
 	removed removedIDs
 	stores  *raftlog.Stores
@@ -164,14 +174,26 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.disk = diskspace.New(cfg.DataDir, cfg.MinFreeDisk, n.log)
-	var err error
+	marker, err := readResyncMarker(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if marker != nil {
+		kept, err := setAsideDamaged(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		n.log.Warn("resync: the damaged state is set aside; rebuilding it from the leader", "kept", kept,
+			"where", marker.Where, "reason", marker.Reason)
+	}
 	if n.db, n.msgs, err = openState(cfg.DataDir, cfg.NoSync, cfg.BootID, n.log); err != nil {
 		return nil, err
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
 	n.damage = damage.New(n.log, cfg.Registry)
+	n.checks = newStateChecks(cfg.ScrubRate, cfg.Registry)
 	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
-		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys, Damage: n.damage})
+		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys, Damage: n.damage, OnStateCheck: n.onStateCheck})
 	if err != nil {
 		n.db.Close()
 		n.msgs.Close()
@@ -191,6 +213,18 @@ func Start(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
+	if marker != nil {
+		if err := n.stores.DropLog(); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("cluster: resync: drop the log: %w", err)
+		}
+		n.resync.Store(&resyncState{marker: *marker, since: time.Now(), phase: "starting"})
+		n.quarantine = newQuarantine(n.stores.Transport)
+	} else if err := n.checkLogAtOpen(); err != nil {
+		// the log's check at open: no vote until onDamaged decided
+		n.log.Error("the raft log is damaged; this node neither votes nor stands until it is rebuilt", "err", err)
+		n.quarantine = newQuarantine(n.stores.Transport)
+	}
 	if err := n.catchUpFromSnapshot(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -200,6 +234,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc := raftlog.RaftConfig(cfg.NodeID, cfg.Tuning, hlog)
+	n.quarantine.hold(rc)
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.stores.Log, n.stores.Stable, n.stores.Snapshots, n.stores.Transport)
 	if err != nil {
 		n.closeStores()
@@ -212,7 +247,7 @@ func Start(cfg Config) (*Node, error) {
 			adv = cfg.GossipAddr
 		}
 		self := meta{ID: cfg.NodeID, Raft: string(n.stores.Transport.LocalAddr()), HTTP: cfg.HTTPAdvertise,
-			GRPC: cfg.GRPCAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0}
+			GRPC: cfg.GRPCAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0, Resync: n.resyncing() != nil}
 		n.members, err = startMembership(self, cfg.GossipAddr, adv, cfg.LocalGossip, cfg.GossipKeys, newStdLogger(cfg.Logger, "gossip"))
 		if err != nil {
 			n.Shutdown()
@@ -225,7 +260,11 @@ func Start(cfg Config) (*Node, error) {
 		n.Shutdown()
 		return nil, err
 	}
-	n.damage.OnFirst(n.stepDownDamaged)
+	n.damage.OnFirst(n.onDamaged)
+	if rs := n.resyncing(); rs != nil {
+		n.wg.Add(1)
+		go n.resyncLoop(rs)
+	}
 	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.snapshotLoop()

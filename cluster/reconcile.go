@@ -15,8 +15,9 @@ import (
 )
 
 // reconcile runs on the leader: every live gossip member that is not a
-// voter becomes one, and a voter that came back on a new address gets it
-// updated. Nothing is ever removed here. A voter that is down is removed
+// voter becomes one, a voter that came back on a new address gets it
+// updated, and a member that says it is resyncing is a non-voter until it
+// says it is done (resync.go). Nothing is ever removed here. A voter that is down is removed
 // only by an operator (RemoveServer): removing voters automatically shrinks
 // the quorum, and a node that gossip wrongly thinks dead (a partition, a
 // long pause) would be dropped from a healthy cluster. Raft already
@@ -43,7 +44,11 @@ func (n *Node) reconcile() {
 			continue // removed by the operator while gossip still sees it
 		}
 		s, known := voters[m.ID]
-		if known && string(s.Address) == m.Raft {
+		if m.Resync {
+			n.demoteResyncing(m, s, known)
+			continue
+		}
+		if known && string(s.Address) == m.Raft && s.Suffrage == raft.Voter {
 			continue
 		}
 		if err := n.checkPeer(m.Raft); err != nil {
@@ -54,12 +59,28 @@ func (n *Node) reconcile() {
 			n.log.Warn("adding voter failed; will retry", "id", m.ID, "addr", m.Raft, "err", err)
 			continue
 		}
-		if known {
+		switch {
+		case known && s.Suffrage != raft.Voter:
+			n.log.Info("promoted a resynced node back to a voter", "id", m.ID)
+		case known:
 			n.log.Info("updated a voter's address", "id", m.ID, "addr", m.Raft)
-		} else {
+		default:
 			n.log.Info("added a voter", "id", m.ID, "addr", m.Raft)
 		}
 	}
+}
+
+// demoteResyncing makes a node that says it is resyncing a non-voter
+// (resync.go, step 3); a node not in the configuration is not added.
+func (n *Node) demoteResyncing(m Member, s raft.Server, known bool) {
+	if !known || s.Suffrage != raft.Voter {
+		return
+	}
+	if err := n.raft.DemoteVoter(raft.ServerID(m.ID), 0, 10*time.Second).Error(); err != nil {
+		n.log.Warn("demoting a resyncing node failed; will retry", "id", m.ID, "err", err)
+		return
+	}
+	n.log.Warn("demoted a node that is rebuilding its damaged state to a non-voter until it has caught up", "id", m.ID)
 }
 
 // removedIDs are the nodes an operator removed that gossip still saw

@@ -36,6 +36,9 @@ type RaftStatus struct {
 	// Damage is the first damage this node found in its own files and how
 	// many reads found some (nil: none): package damage.
 	Damage *DamageStatus
+	// Resync is the rebuild from the leader in progress (nil: none); Damage
+	// then says what started it.
+	Resync *ResyncStatus
 }
 
 // DamageStatus is what /health says of a damaged node.
@@ -82,6 +85,12 @@ func (n *Node) Status() RaftStatus {
 	first, count, damaged := n.damage.Damaged()
 	if damaged {
 		st.Damage = &DamageStatus{Finding: first, Count: count}
+	}
+	if rs := n.resyncing(); rs != nil {
+		st.Resync = n.resyncStatus()
+		if !damaged {
+			st.Damage = &DamageStatus{Finding: damage.Finding{Where: rs.marker.Where, Reason: rs.marker.Reason, At: rs.marker.At}}
+		}
 	}
 	switch {
 	case n.fsm.Halted() && damaged:

@@ -294,7 +294,7 @@ func (x LockOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockOp_Kind.Descriptor instead.
 func (LockOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{34, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{35, 0}
 }
 
 type Command struct {
@@ -346,6 +346,7 @@ type Command struct {
 	//	*Command_PurgeDeadLetters
 	//	*Command_RecordTrace
 	//	*Command_Locks
+	//	*Command_StateCheck
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -655,6 +656,15 @@ func (x *Command) GetLocks() *Locks {
 	return nil
 }
 
+func (x *Command) GetStateCheck() *StateCheck {
+	if x != nil {
+		if x, ok := x.Body.(*Command_StateCheck); ok {
+			return x.StateCheck
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -759,6 +769,10 @@ type Command_Locks struct {
 	Locks *Locks `protobuf:"bytes,30,opt,name=locks,proto3,oneof"`
 }
 
+type Command_StateCheck struct {
+	StateCheck *StateCheck `protobuf:"bytes,35,opt,name=state_check,json=stateCheck,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -808,6 +822,8 @@ func (*Command_PurgeDeadLetters) isCommand_Body() {}
 func (*Command_RecordTrace) isCommand_Body() {}
 
 func (*Command_Locks) isCommand_Body() {}
+
+func (*Command_StateCheck) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2790,6 +2806,46 @@ func (x *BufferedPush) GetReceivedUs() int64 {
 
 // AuditNote records an operator action that is no state change of its own
 // (a voter removal is a Raft configuration change) in the audit trail.
+// StateCheck marks a point in the log where every replica digests its
+// state file (the entry's index is the point): the replicas publish their
+// digests in gossip and a replica whose digest differs from a majority's
+// knows its file is damaged (cluster/statecheck.go). It changes nothing.
+type StateCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateCheck) Reset() {
+	*x = StateCheck{}
+	mi := &file_command_commands_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateCheck) ProtoMessage() {}
+
+func (x *StateCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateCheck.ProtoReflect.Descriptor instead.
+func (*StateCheck) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{28}
+}
+
 type AuditNote struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
@@ -2800,7 +2856,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_command_commands_proto_msgTypes[28]
+	mi := &file_command_commands_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2868,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[28]
+	mi := &file_command_commands_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2881,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{28}
+	return file_command_commands_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -2858,7 +2914,7 @@ type DeleteMessage struct {
 
 func (x *DeleteMessage) Reset() {
 	*x = DeleteMessage{}
-	mi := &file_command_commands_proto_msgTypes[29]
+	mi := &file_command_commands_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2926,7 @@ func (x *DeleteMessage) String() string {
 func (*DeleteMessage) ProtoMessage() {}
 
 func (x *DeleteMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[29]
+	mi := &file_command_commands_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2939,7 @@ func (x *DeleteMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessage.ProtoReflect.Descriptor instead.
 func (*DeleteMessage) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{29}
+	return file_command_commands_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteMessage) GetPartitionId() []byte {
@@ -2928,7 +2984,7 @@ type ReplayDeadLetter struct {
 
 func (x *ReplayDeadLetter) Reset() {
 	*x = ReplayDeadLetter{}
-	mi := &file_command_commands_proto_msgTypes[30]
+	mi := &file_command_commands_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +2996,7 @@ func (x *ReplayDeadLetter) String() string {
 func (*ReplayDeadLetter) ProtoMessage() {}
 
 func (x *ReplayDeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[30]
+	mi := &file_command_commands_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3009,7 @@ func (x *ReplayDeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetter.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetter) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{30}
+	return file_command_commands_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReplayDeadLetter) GetRecordId() []byte {
@@ -3025,7 +3081,7 @@ type PurgeDeadLetters struct {
 
 func (x *PurgeDeadLetters) Reset() {
 	*x = PurgeDeadLetters{}
-	mi := &file_command_commands_proto_msgTypes[31]
+	mi := &file_command_commands_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +3093,7 @@ func (x *PurgeDeadLetters) String() string {
 func (*PurgeDeadLetters) ProtoMessage() {}
 
 func (x *PurgeDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[31]
+	mi := &file_command_commands_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +3106,7 @@ func (x *PurgeDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLetters.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLetters) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{31}
+	return file_command_commands_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PurgeDeadLetters) GetQueue() string {
@@ -3094,7 +3150,7 @@ type RecordTrace struct {
 
 func (x *RecordTrace) Reset() {
 	*x = RecordTrace{}
-	mi := &file_command_commands_proto_msgTypes[32]
+	mi := &file_command_commands_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3162,7 @@ func (x *RecordTrace) String() string {
 func (*RecordTrace) ProtoMessage() {}
 
 func (x *RecordTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[32]
+	mi := &file_command_commands_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3175,7 @@ func (x *RecordTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTrace.ProtoReflect.Descriptor instead.
 func (*RecordTrace) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{32}
+	return file_command_commands_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecordTrace) GetPartitionId() []byte {
@@ -3199,7 +3255,7 @@ type Locks struct {
 
 func (x *Locks) Reset() {
 	*x = Locks{}
-	mi := &file_command_commands_proto_msgTypes[33]
+	mi := &file_command_commands_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3267,7 @@ func (x *Locks) String() string {
 func (*Locks) ProtoMessage() {}
 
 func (x *Locks) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[33]
+	mi := &file_command_commands_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3280,7 @@ func (x *Locks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Locks.ProtoReflect.Descriptor instead.
 func (*Locks) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{33}
+	return file_command_commands_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Locks) GetOps() []*LockOp {
@@ -3249,7 +3305,7 @@ type LockOp struct {
 
 func (x *LockOp) Reset() {
 	*x = LockOp{}
-	mi := &file_command_commands_proto_msgTypes[34]
+	mi := &file_command_commands_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3317,7 @@ func (x *LockOp) String() string {
 func (*LockOp) ProtoMessage() {}
 
 func (x *LockOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[34]
+	mi := &file_command_commands_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3330,7 @@ func (x *LockOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
 func (*LockOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{34}
+	return file_command_commands_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LockOp) GetKind() LockOp_Kind {
@@ -3330,7 +3386,7 @@ var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xe2\r\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xa3\x0e\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -3365,7 +3421,9 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x12replay_dead_letter\x18  \x01(\v2\".queen.command.v1.ReplayDeadLetterH\x00R\x10replayDeadLetter\x12R\n" +
 	"\x12purge_dead_letters\x18! \x01(\v2\".queen.command.v1.PurgeDeadLettersH\x00R\x10purgeDeadLetters\x12B\n" +
 	"\frecord_trace\x18\" \x01(\v2\x1d.queen.command.v1.RecordTraceH\x00R\vrecordTrace\x12/\n" +
-	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locksB\x06\n" +
+	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locks\x12?\n" +
+	"\vstate_check\x18# \x01(\v2\x1c.queen.command.v1.StateCheckH\x00R\n" +
+	"stateCheckB\x06\n" +
 	"\x04bodyB\x06\n" +
 	"\x04_crc\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
@@ -3556,7 +3614,9 @@ const file_command_commands_proto_rawDesc = "" +
 	"\fBufferedPush\x12.\n" +
 	"\x04item\x18\x01 \x01(\v2\x1a.queen.command.v1.PushItemR\x04item\x12\x1f\n" +
 	"\vreceived_us\x18\x02 \x01(\x03R\n" +
-	"receivedUs\";\n" +
+	"receivedUs\"\f\n" +
+	"\n" +
+	"StateCheck\";\n" +
 	"\tAuditNote\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x16\n" +
 	"\x06detail\x18\x02 \x01(\tR\x06detail\"k\n" +
@@ -3626,7 +3686,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -3661,15 +3721,16 @@ var file_command_commands_proto_goTypes = []any{
 	(*Seek)(nil),              // 30: queen.command.v1.Seek
 	(*DrainBuffer)(nil),       // 31: queen.command.v1.DrainBuffer
 	(*BufferedPush)(nil),      // 32: queen.command.v1.BufferedPush
-	(*AuditNote)(nil),         // 33: queen.command.v1.AuditNote
-	(*DeleteMessage)(nil),     // 34: queen.command.v1.DeleteMessage
-	(*ReplayDeadLetter)(nil),  // 35: queen.command.v1.ReplayDeadLetter
-	(*PurgeDeadLetters)(nil),  // 36: queen.command.v1.PurgeDeadLetters
-	(*RecordTrace)(nil),       // 37: queen.command.v1.RecordTrace
-	(*Locks)(nil),             // 38: queen.command.v1.Locks
-	(*LockOp)(nil),            // 39: queen.command.v1.LockOp
-	(*QueueOptions)(nil),      // 40: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 41: queen.command.v1.Refusal
+	(*StateCheck)(nil),        // 33: queen.command.v1.StateCheck
+	(*AuditNote)(nil),         // 34: queen.command.v1.AuditNote
+	(*DeleteMessage)(nil),     // 35: queen.command.v1.DeleteMessage
+	(*ReplayDeadLetter)(nil),  // 36: queen.command.v1.ReplayDeadLetter
+	(*PurgeDeadLetters)(nil),  // 37: queen.command.v1.PurgeDeadLetters
+	(*RecordTrace)(nil),       // 38: queen.command.v1.RecordTrace
+	(*Locks)(nil),             // 39: queen.command.v1.Locks
+	(*LockOp)(nil),            // 40: queen.command.v1.LockOp
+	(*QueueOptions)(nil),      // 41: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 42: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
 	26, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -3692,37 +3753,38 @@ var file_command_commands_proto_depIdxs = []int32{
 	29, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
 	30, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
 	31, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
-	33, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
-	34, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
-	35, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
-	36, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
-	37, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
-	38, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
-	7,  // 26: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 27: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 28: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	10, // 29: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	10, // 30: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	7,  // 31: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	12, // 32: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	23, // 33: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	15, // 34: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	14, // 35: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	1,  // 36: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 37: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	15, // 38: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	40, // 39: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 40: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	23, // 41: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	41, // 42: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	7,  // 43: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	39, // 44: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
-	4,  // 45: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	34, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
+	35, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
+	36, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
+	37, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
+	38, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
+	39, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
+	33, // 26: queen.command.v1.Command.state_check:type_name -> queen.command.v1.StateCheck
+	7,  // 27: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 28: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 29: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	10, // 30: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	10, // 31: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	7,  // 32: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	12, // 33: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	23, // 34: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	15, // 35: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	14, // 36: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	1,  // 37: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 38: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	15, // 39: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	41, // 40: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 41: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	23, // 42: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	42, // 43: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	7,  // 44: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	40, // 45: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 46: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -3757,6 +3819,7 @@ func file_command_commands_proto_init() {
 		(*Command_PurgeDeadLetters)(nil),
 		(*Command_RecordTrace)(nil),
 		(*Command_Locks)(nil),
+		(*Command_StateCheck)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -3769,7 +3832,7 @@ func file_command_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -204,20 +204,7 @@ func TestBackupUnderLoadRestoresIntoAFreshCluster(t *testing.T) {
 	t.Logf("restored: %s", strings.Join(strings.Fields(out), " "))
 
 	// Every node of the new cluster holds the same state.
-	ok, detail := pollUntil(30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		var hashes []string
-		for _, n := range b.nodes {
-			var sh map[string]any
-			if err := n.getJSON("/api/v1/system/state-hash", 5*time.Second, &sh); err != nil {
-				return false, err.Error()
-			}
-			hashes = append(hashes, fmt.Sprint(sh["appliedIndex"], " ", sh["hash"]))
-		}
-		return hashes[0] == hashes[1] && hashes[1] == hashes[2], fmt.Sprint(hashes)
-	})
-	if !ok {
-		t.Fatalf("the restored cluster's nodes disagree: %s", detail)
-	}
+	awaitSameState(t, b.nodes, 30*time.Second)
 	for _, n := range b.nodes {
 		if got := n.api(t).groupOffsets("frozen", "fixed"); fmt.Sprint(got) != fmt.Sprint(frozen) {
 			t.Fatalf("%s: group frozen at %v, it was at %v", n.ID(), got, frozen)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -241,10 +242,12 @@ func metricValue(exposition, name string) float64 {
 }
 
 // A leader that finds its own files damaged hands its leadership to a
-// replica whose files are intact: here the scrub finds a bit flipped under
-// the running leader, which steps down; the new leader serves the message
-// with the bytes pushed.
-func TestADamagedLeaderStepsDown(t *testing.T) {
+// replica whose files are intact, then rebuilds itself from the new leader
+// (cluster/resync.go): here the scrub finds a bit flipped under the
+// running leader, which steps down, restarts, is made a non-voter, catches
+// up and is promoted back; its damaged files are kept aside, and its state
+// is the others' again. The new leader served the message as pushed.
+func TestADamagedLeaderStepsDownAndIsRebuilt(t *testing.T) {
 	c := startCluster(t, nodeOpts{Extra: []string{"--scrub-interval", "1s"}})
 	l := c.leader(30 * time.Second)
 	a := l.api(t)
@@ -277,9 +280,6 @@ func TestADamagedLeaderStepsDown(t *testing.T) {
 		t.Fatalf("the damaged leader %s kept its leadership: %v", l.ID(), err)
 	}
 	t.Logf("the damaged leader %s handed over to %s in %v", l.ID(), newLeader, took)
-	if h, _ := health(t, l); h.Status != "damaged" {
-		t.Fatalf("the old leader's /health: %+v", h)
-	}
 	for _, n := range c.others(l) {
 		if n.ID() != newLeader {
 			continue
@@ -288,5 +288,68 @@ func TestADamagedLeaderStepsDown(t *testing.T) {
 		if p == nil || len(p.Messages) != 1 || compactJSON(t, p.Messages[0].Data) != `{"kept":"intact"}` {
 			t.Fatalf("the new leader served %+v", p)
 		}
+	}
+	awaitRebuilt(t, c, l, 60*time.Second)
+	t.Logf("%s rebuilt from the leader %v after the damage was found", l.ID(), time.Since(since).Round(time.Millisecond))
+	if kept, _ := filepath.Glob(filepath.Join(l.DataDir(), "damaged", "*", "messages")); len(kept) != 1 {
+		t.Fatalf("the damaged message files were not kept aside: %v", kept)
+	}
+}
+
+// awaitRebuilt waits until n, which found its files damaged, answers
+// /health healthy with no resync in progress and no RESYNC marker left, is
+// a voter again, and holds the same state as every other node.
+func awaitRebuilt(t *testing.T, c *testCluster, n *node, timeout time.Duration) {
+	t.Helper()
+	ok, detail := pollUntil(timeout, 200*time.Millisecond, func() (bool, string) {
+		r, err := n.send(2*time.Second, "GET", "/health", nil, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		var h struct {
+			Status string `json:"status"`
+			Raft   struct {
+				Resync any `json:"resync"`
+			} `json:"raft"`
+		}
+		if json.Unmarshal(r.Body, &h) != nil || h.Status != "healthy" || h.Raft.Resync != nil {
+			return false, string(r.Body)
+		}
+		return true, ""
+	})
+	if !ok {
+		t.Fatalf("%s was not rebuilt within %v: /health %s", n.ID(), timeout, detail)
+	}
+	if _, err := os.Stat(filepath.Join(n.DataDir(), "RESYNC")); !os.IsNotExist(err) {
+		t.Fatalf("the RESYNC marker is still there: %v", err)
+	}
+	if err := c.WaitVoters(context.Background(), timeout, c.Nodes()...); err != nil {
+		t.Fatal(err)
+	}
+	awaitSameState(t, c.others(), 30*time.Second)
+}
+
+// awaitSameState waits until every node of nodes reports the same state
+// hash at the same applied index.
+func awaitSameState(t *testing.T, nodes []*node, timeout time.Duration) {
+	t.Helper()
+	ok, detail := pollUntil(timeout, 200*time.Millisecond, func() (bool, string) {
+		var hashes []string
+		for _, n := range nodes {
+			var sh map[string]any
+			if err := n.getJSON("/api/v1/system/state-hash", 5*time.Second, &sh); err != nil {
+				return false, err.Error()
+			}
+			hashes = append(hashes, fmt.Sprint(sh["appliedIndex"], " ", sh["hash"]))
+		}
+		for _, h := range hashes {
+			if h != hashes[0] {
+				return false, fmt.Sprint(hashes)
+			}
+		}
+		return true, ""
+	})
+	if !ok {
+		t.Fatalf("the nodes' states disagree: %s", detail)
 	}
 }

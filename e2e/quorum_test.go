@@ -99,20 +99,7 @@ func TestRecoverFromLosingTwoOfThreeNodes(t *testing.T) {
 		}
 		c.nodes = append(c.nodes, testNode(t, pn))
 	}
-	ok, detail = pollUntil(30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		var hashes []string
-		for _, n := range c.others() {
-			var sh map[string]any
-			if err := n.getJSON("/api/v1/system/state-hash", 5*time.Second, &sh); err != nil {
-				return false, err.Error()
-			}
-			hashes = append(hashes, fmt.Sprint(sh["appliedIndex"], " ", sh["hash"]))
-		}
-		return len(hashes) == 3 && hashes[0] == hashes[1] && hashes[1] == hashes[2], fmt.Sprint(hashes)
-	})
-	if !ok {
-		t.Fatalf("the regrown cluster's nodes disagree: %s", detail)
-	}
+	awaitSameState(t, c.others(), 30*time.Second)
 	delivered := map[string]bool{}
 	for _, id := range drainGroup(t, c, c.nodes[3], "q", "verify") {
 		delivered[id] = true

@@ -71,6 +71,11 @@ type Options struct {
 	// every log entry whose checksum fails; nil = not reported (apply still
 	// halts).
 	Damage *damage.Report
+	// OnStateCheck is called on the apply goroutine right after the batch
+	// that ends with a state_check entry (the FSM ends a batch there): view
+	// reads the state as of that entry until release is called, which the
+	// callee must do (statecheck.go). nil = checks are applied and ignored.
+	OnStateCheck func(index uint64, view store.Reader, release func())
 }
 
 // FSM is the replicated state machine: raft.FSM and raft.BatchingFSM over a
@@ -266,6 +271,11 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if err != nil {
 		return resp
 	}
+	if i := checkPoint(cmds); i >= 0 && i < len(logs)-1 {
+		// A state check is a point every replica must digest the state
+		// at: the batch ends there, whatever Raft handed over with it.
+		return append(f.ApplyBatch(logs[:i+1]), f.ApplyBatch(logs[i+1:])...)
+	}
 	f.undoneMu.Lock()
 	defer f.undoneMu.Unlock()
 	var changes Changes
@@ -336,7 +346,20 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	if f.opts.OnApplied != nil {
 		f.opts.OnApplied(meta.AppliedIndex, changes)
 	}
+	if last := len(logs) - 1; cmds[last] != nil && cmds[last].GetStateCheck() != nil && logs[last].Index == meta.AppliedIndex {
+		f.pinCheck(meta.AppliedIndex)
+	}
 	return resp
+}
+
+// checkPoint is the position of the first state check among cmds, or -1.
+func checkPoint(cmds []*command.Command) int {
+	for i, c := range cmds {
+		if c != nil && c.GetStateCheck() != nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // decode reads the commands of a batch's entries (nil for Raft's own

@@ -3,6 +3,7 @@ package fsm
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 
 	"github.com/queen-node/queen-node/store"
 )
@@ -32,4 +33,28 @@ func (f *FSM) hashOf(r store.Reader, buckets []store.Bucket) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// pinCheck hands OnStateCheck a view of the state as of the state check
+// applied at index (the last entry of the batch just applied).
+func (f *FSM) pinCheck(index uint64) {
+	if f.opts.OnStateCheck == nil {
+		return
+	}
+	view, release, err := f.db.Pin()
+	if err != nil {
+		f.log.Warn("state check: cannot pin the state", "index", index, "err", err)
+		return
+	}
+	f.opts.OnStateCheck(index, view, release)
+}
+
+// CheckDigest digests the state file as view reads it (every bucket, in
+// order) for a state check; w sees every byte digested, so the caller can
+// bound the rate. Message files are not in it: their records and index
+// entries carry checksums of their own (package msgstore).
+func CheckDigest(view store.Reader, w io.Writer) string {
+	sum := sha256.New()
+	store.Digest(io.MultiWriter(sum, w), view, Buckets)
+	return hex.EncodeToString(sum.Sum(nil))
 }

@@ -28,6 +28,12 @@ func init() {
 		Apply: func(*applyCtx, *command.Command) (proto.Message, bool) { return &command.Response{}, true },
 		Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
 
+	// a point where every replica digests its state file (statecheck.go);
+	// skippable, so that a node of an older log format passes over it
+	register(&command.Command_StateCheck{}, Kind{Name: "state_check", Origin: FromNode, WhenFull: AdmittedWhenFull,
+		Apply: func(*applyCtx, *command.Command) (proto.Message, bool) { return &command.Response{}, true },
+		Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+
 	register(&command.Command_Push{}, Kind{Name: "push", Apply: applyPush, Origin: FromClient,
 		Access: func(*command.Command) Access { return Access{Level: auth.ReadWrite, Producer: true} },
 		Touches: func(cmd *command.Command, touch func(Touch)) {

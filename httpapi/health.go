@@ -39,6 +39,10 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	if d := st.Damage; d != nil {
 		dmg = map[string]any{"where": d.Where, "reason": d.Reason, "since": d.At.UTC().Format(time.RFC3339Nano), "count": d.Count}
 	}
+	var resync any
+	if rs := st.Resync; rs != nil {
+		resync = map[string]any{"phase": rs.Phase, "since": rs.Since.UTC().Format(time.RFC3339Nano), "target": rs.Target}
+	}
 	lag := uint64(0)
 	if st.CommitIndex > st.Applied {
 		lag = st.CommitIndex - st.Applied
@@ -52,7 +56,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 			"term": st.Term, "applied": st.Applied, "commit": st.CommitIndex, "lag": lag,
 			"stateApplied": st.StateApplied, "storageReady": st.StorageReady, "clusterVersion": st.ClusterVersion,
 			"kinds": st.Kinds, "apply": map[string]any{"failure": nullable(st.ApplyFailure), "skipped": nonNilU(st.Skipped)},
-			"damage": dmg,
+			"damage": dmg, "resync": resync,
 		},
 		"load":     loadOut(a.b.Load()),
 		"security": map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,9 +51,10 @@ type Stores struct {
 	Snapshots raft.SnapshotStore
 	Transport *Transport
 	// LogKind is where the log lives: LogWAL or LogBolt.
-	LogKind  string
-	bolt     *raftboltdb.BoltStore
-	closeLog func() error // nil when bolt holds the log
+	LogKind   string
+	bolt      *raftboltdb.BoltStore
+	closeLog  func() error // nil when bolt holds the log
+	onCorrupt func(error)
 }
 
 // Transport is hashicorp/raft's TCP transport without its pipeline:
@@ -61,7 +63,18 @@ type Stores struct {
 // next one (group commit). The pipeline saves a round trip between batches,
 // nothing on loopback or a LAN, and costs two goroutine hand-offs per batch
 // (the sender, the response decoder) on the commit path.
-type Transport struct{ *raft.NetworkTransport }
+type Transport struct {
+	*raft.NetworkTransport
+	consumer chan raft.RPC // set by Quarantine
+	closed   chan struct{} // closed by Close: the quarantine's relay ends
+	once     sync.Once
+}
+
+// Close closes the transport and ends the quarantine's relay.
+func (t *Transport) Close() error {
+	t.once.Do(func() { close(t.closed) })
+	return t.NetworkTransport.Close()
+}
 
 // AppendEntriesPipeline declines, so Raft replicates synchronously.
 func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
@@ -155,7 +168,7 @@ func Open(cfg Config) (*Stores, error) {
 	}
 	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv), clientTLS: cfg.ClientTLS},
 		pool, timeout, logger.Named("transport"))
-	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{trans}, LogKind: kind, bolt: bs, closeLog: closeLog}, nil
+	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{NetworkTransport: trans, closed: make(chan struct{})}, LogKind: kind, bolt: bs, closeLog: closeLog, onCorrupt: cfg.OnCorrupt}, nil
 }
 
 // Close closes the transport, the log and the stable store.
@@ -224,4 +237,101 @@ func RaftConfig(id string, t Tuning, logger hclog.Logger) *raft.Config {
 		c.TrailingLogs = t.TrailingLogs
 	}
 	return c
+}
+
+// Quarantine makes the transport answer every vote, pre-vote and
+// leadership-transfer request itself with a refusal while refuse() is true,
+// so Raft never sees them: a node rebuilding its state from the leader must
+// neither vote nor stand for election until it holds every committed entry
+// again (hashicorp/raft has no switch for that; cluster/resync.go). Call it
+// before raft.NewRaft, which takes the transport's Consumer once.
+func (t *Transport) Quarantine(refuse func() bool) {
+	in := t.NetworkTransport.Consumer()
+	out := make(chan raft.RPC)
+	t.consumer = out
+	go func() {
+		for {
+			var rpc raft.RPC
+			select {
+			case rpc = <-in:
+			case <-t.closed:
+				return
+			}
+			if refuse() && refuseRPC(rpc) {
+				continue
+			}
+			select {
+			case out <- rpc:
+			case <-t.closed:
+				return
+			}
+		}
+	}()
+}
+
+// Consumer is where Raft takes its RPCs from: the transport's own channel,
+// or the quarantine's.
+func (t *Transport) Consumer() <-chan raft.RPC {
+	if t.consumer != nil {
+		return t.consumer
+	}
+	return t.NetworkTransport.Consumer()
+}
+
+// errQuarantined answers a leadership transfer to a quarantined node.
+var errQuarantined = errors.New("raftlog: this node is rebuilding its state from the leader and does not stand for election")
+
+// refuseRPC answers rpc with a refusal when it asks for a vote or a
+// candidacy, and reports whether it did.
+func refuseRPC(rpc raft.RPC) bool {
+	switch req := rpc.Command.(type) {
+	case *raft.RequestVoteRequest:
+		rpc.Respond(&raft.RequestVoteResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion}, Term: req.Term, Granted: false}, nil)
+	case *raft.RequestPreVoteRequest:
+		rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion}, Term: req.Term, Granted: false}, nil)
+	case *raft.TimeoutNowRequest:
+		rpc.Respond(&raft.TimeoutNowResponse{RPCHeader: raft.RPCHeader{ProtocolVersion: req.ProtocolVersion}}, errQuarantined)
+	default:
+		return false
+	}
+	return true
+}
+
+// DropLog deletes every entry of the log, keeping the stable store (the
+// term and the vote): what a node rebuilding from the leader does with a
+// log it cannot trust (cluster/resync.go).
+func (s *Stores) DropLog() error {
+	first, err := s.Log.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := s.Log.LastIndex()
+	if err != nil || last == 0 {
+		return err
+	}
+	return s.Log.DeleteRange(first, last)
+}
+
+// CheckLog reads every entry of the log and checks each command entry's
+// checksum (the log's check at open): it returns the first entry that is
+// damaged or unreadable, also reported to Config.OnCorrupt, or nil.
+func (s *Stores) CheckLog() error {
+	first, err := s.Log.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := s.Log.LastIndex()
+	if err != nil {
+		return err
+	}
+	var l raft.Log
+	for i := first; i <= last && last > 0; i++ {
+		if err := s.Log.GetLog(i, &l); err != nil {
+			if s.onCorrupt != nil {
+				s.onCorrupt(fmt.Errorf("raft log entry %d of %d..%d does not read back: %w", i, first, last, err))
+			}
+			return fmt.Errorf("raftlog: entry %d of %d..%d: %w", i, first, last, err)
+		}
+	}
+	return nil
 }

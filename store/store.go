@@ -194,6 +194,24 @@ func (db *DB) View(fn func(r Reader) error) error {
 	return fn(r)
 }
 
+// Pin opens a consistent view as of the last batch Update applied, like
+// View, that lasts until release is called (which the caller must do;
+// Close and Restore wait for it). Writes continue meanwhile.
+func (db *DB) Pin() (r Reader, release func(), err error) {
+	db.mu.RLock()
+	if db.bolt == nil {
+		db.mu.RUnlock()
+		return nil, nil, ErrClosed
+	}
+	r, end, err := db.view()
+	if err != nil {
+		db.mu.RUnlock()
+		return nil, nil, err
+	}
+	var once sync.Once
+	return r, func() { once.Do(func() { end(); db.mu.RUnlock() }) }, nil
+}
+
 // Update runs fn in the single write transaction and commits it (with fsync
 // unless NoSync), or, with CommitEvery > 1, once enough batches have passed.
 // fn builds one Tx per command with Begin.

@@ -54,6 +54,9 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
+		if errors.Is(err, errResync) {
+			restart()
+		}
 		fmt.Fprintln(os.Stderr, "queen-node:", err)
 		os.Exit(1)
 	}
@@ -135,7 +138,14 @@ func run(args []string) error {
 		return fmt.Errorf("grpc listener: %w", err)
 	}
 
+	resync := make(chan struct{}, 1)
 	node, err := cluster.Start(cluster.Config{
+		OnResync: func() {
+			select {
+			case resync <- struct{}{}:
+			default:
+			}
+		},
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, RaftAdvertise: adv.raft,
 		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
@@ -199,9 +209,14 @@ func run(args []string) error {
 	go func() { serveErr <- srv.Serve(httpLn) }()
 	log.Info("queen-node started", "node", cfg.NodeID, "http", cfg.HTTPAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 
+	restarting := false
 wait:
 	for {
 		select {
+		case <-resync:
+			log.Warn("restarting this node to rebuild its damaged state from the leader")
+			restarting = true
+			break wait
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				reload(log, certs, peer, keys, cfg.GossipKeyring, node)
@@ -225,7 +240,26 @@ wait:
 		return fmt.Errorf("node shutdown: %w", err)
 	}
 	log.Info("stopped")
+	if restarting {
+		return errResync
+	}
 	return nil
+}
+
+// errResync: run stopped so that the process starts again and rebuilds its
+// state from the leader (cluster/resync.go).
+var errResync = errors.New("restarting to resync")
+
+// restart replaces this process with a fresh run of the same program and
+// arguments (same PID, so a supervisor or a test that watches it is not
+// disturbed); it returns only if that fails.
+func restart() {
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, os.Environ())
+	}
+	fmt.Fprintln(os.Stderr, "queen-node: restart for the resync failed; start the node again:", err)
+	os.Exit(1)
 }
 
 func newLogger(level string) *slog.Logger {

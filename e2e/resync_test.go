@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The case protocol-aware recovery exists for (FAST'18; cluster/resync.go):
+// of a three-node cluster only the leader L and one follower F hold the
+// newest committed entry E (the third, S, was stopped). L dies, and F's
+// copy of E is damaged on disk. Were F to vote like any node, F and S
+// could elect a leader without E, and an acknowledged write would be lost.
+// Instead F finds the damage at open, neither votes nor stands, and the
+// cluster stays unavailable: S alone cannot win. When L is back, L and S
+// elect L (its log holds E), F is made a non-voter, rebuilt from L and
+// promoted back, and E is delivered as pushed.
+func TestADamagedReplicaOfTheNewestEntryWaitsForTheOther(t *testing.T) {
+	c := startCluster(t, nodeOpts{})
+	l := c.leader(30 * time.Second)
+	followers := c.others(l)
+	f, s := followers[0], followers[1]
+	s.sigterm(10 * time.Second)
+
+	const needle = "the-newest-entry-only-two-nodes-hold"
+	l.api(t).push(pushItem{Queue: "ledger", TransactionID: "e-1", Payload: map[string]string{"entry": needle}})
+	lh, err := l.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, detail := pollUntil(10*time.Second, 50*time.Millisecond, func() (bool, string) {
+		h, err := f.Health(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		return h.Raft.Applied >= lh.Raft.Commit, fmt.Sprintf("applied %d, want %d", h.Raft.Applied, lh.Raft.Commit)
+	})
+	if !ok {
+		t.Fatalf("%s did not apply the newest entry: %s", f.ID(), detail)
+	}
+	l.kill9()
+	f.sigterm(10 * time.Second)
+	if flipped := flipEvery(t, filepath.Join(f.DataDir(), "raft", "wal"), needle); flipped == 0 {
+		t.Fatalf("no copy of the entry in %s's log", f.ID())
+	}
+
+	f.launch()
+	s.launch()
+	// Unavailable, and saying why: no leader for a while, F quarantined.
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range []*node{f, s} {
+			if h, err := n.Health(context.Background()); err == nil && h.Raft.LeaderID != "" {
+				t.Fatalf("%s names the leader %s while only %s (damaged) and %s (behind) are up", n.ID(), h.Raft.LeaderID, f.ID(), s.ID())
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	r, err := f.send(2*time.Second, "GET", "/health", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Status string `json:"status"`
+		Raft   struct {
+			Damage *struct{ Where string } `json:"damage"`
+			Resync *struct{ Phase string } `json:"resync"`
+		} `json:"raft"`
+	}
+	if json.Unmarshal(r.Body, &h) != nil || h.Status != "damaged" || h.Raft.Damage == nil || h.Raft.Damage.Where != "raft_log" ||
+		h.Raft.Resync == nil || h.Raft.Resync.Phase == "" {
+		t.Fatalf("%s's /health while it waits: %d %s", f.ID(), r.Status, r.Body)
+	}
+	t.Logf("%s waits: %s", f.ID(), h.Raft.Resync.Phase)
+
+	l.launch()
+	nl := c.leader(30 * time.Second)
+	if nl != l {
+		t.Fatalf("the leader is %s; only %s holds the newest entry intact", nl.ID(), l.ID())
+	}
+	awaitRebuilt(t, c, f, 60*time.Second)
+	p := l.api(t).pop("/api/v1/pop/queue/ledger", url.Values{"wait": {"false"}})
+	if p == nil || len(p.Messages) != 1 || compactJSON(t, p.Messages[0].Data) != fmt.Sprintf(`{"entry":%q}`, needle) {
+		t.Fatalf("the newest entry after the recovery: %+v", p)
+	}
+}
+
+// flipEvery flips one bit inside every occurrence of needle in the files
+// under dir and returns how many it flipped.
+func flipEvery(t *testing.T, dir, needle string) int {
+	t.Helper()
+	n := 0
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found := 0
+		for at := 0; ; {
+			i := bytes.Index(b[at:], []byte(needle))
+			if i < 0 {
+				break
+			}
+			b[at+i+len(needle)/2] ^= 0x01
+			at += i + len(needle)
+			found++
+		}
+		if found > 0 {
+			n += found
+			return os.WriteFile(path, b, info.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
