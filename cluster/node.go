@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -178,51 +179,23 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if marker != nil {
-		kept, err := setAsideDamaged(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		n.log.Warn("resync: the damaged state is set aside; rebuilding it from the leader", "kept", kept,
-			"where", marker.Where, "reason", marker.Reason)
-	}
-	if n.db, n.msgs, err = openState(cfg.DataDir, cfg.NoSync, cfg.BootID, n.log); err != nil {
-		return nil, err
-	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
 	n.damage = damage.New(n.log, cfg.Registry)
 	n.checks = newStateChecks(cfg.ScrubRate, cfg.Registry)
-	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
-		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys, Damage: n.damage, OnStateCheck: n.onStateCheck})
-	if err != nil {
-		n.db.Close()
-		n.msgs.Close()
-		return nil, err
-	}
 	hlog := newHCLogger(cfg.Logger, "raft")
-	n.stores, err = raftlog.Open(raftlog.Config{
-		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog,
-		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
-		OnCorrupt: func(err error) { n.damage.Note(damage.RaftLog, err) },
-	})
-	if err != nil {
-		n.db.Close()
+	open := func(marker *resyncMarker) error { return n.openFiles(marker, fsmMetrics, hlog) }
+	if err := open(marker); err != nil {
 		return nil, err
 	}
-	if err := recordFormats(cfg.DataDir, n.stores.LogKind); err != nil {
-		n.closeStores()
-		return nil, err
+	if marker == nil {
+		if conf, err := n.checkLogAtOpen(); err != nil {
+			if marker, err = n.resyncAtOpen(conf, err, open); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if marker != nil {
-		if err := n.stores.DropLog(); err != nil {
-			n.closeStores()
-			return nil, fmt.Errorf("cluster: resync: drop the log: %w", err)
-		}
 		n.resync.Store(&resyncState{marker: *marker, since: time.Now(), phase: "starting"})
-		n.quarantine = newQuarantine(n.stores.Transport)
-	} else if err := n.checkLogAtOpen(); err != nil {
-		// the log's check at open: no vote until onDamaged decided
-		n.log.Error("the raft log is damaged; this node neither votes nor stands until it is rebuilt", "err", err)
 		n.quarantine = newQuarantine(n.stores.Transport)
 	}
 	if err := n.catchUpFromSnapshot(); err != nil {
@@ -274,6 +247,53 @@ func Start(cfg Config) (*Node, error) {
 		go n.scrubLoop()
 	}
 	return n, nil
+}
+
+// openFiles opens the state file, the message files, the FSM over them and
+// the Raft stores; with a RESYNC marker it first sets the damaged state
+// aside and then drops the log (resync.go).
+func (n *Node) openFiles(marker *resyncMarker, fsmMetrics *fsm.Metrics, hlog hclog.Logger) error {
+	cfg := n.cfg
+	if marker != nil {
+		kept, err := setAsideDamaged(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		n.log.Warn("resync: the damaged state is set aside; rebuilding it from the leader", "kept", kept,
+			"where", marker.Where, "reason", marker.Reason)
+	}
+	var err error
+	if n.db, n.msgs, err = openState(cfg.DataDir, cfg.NoSync, cfg.BootID, n.log); err != nil {
+		return err
+	}
+	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
+		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys, Damage: n.damage, OnStateCheck: n.onStateCheck})
+	if err != nil {
+		n.db.Close()
+		n.msgs.Close()
+		return err
+	}
+	n.stores, err = raftlog.Open(raftlog.Config{
+		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog,
+		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
+		OnCorrupt: func(err error) { n.damage.Note(damage.RaftLog, err) },
+	})
+	if err != nil {
+		n.db.Close()
+		n.msgs.Close()
+		return err
+	}
+	if err := recordFormats(cfg.DataDir, n.stores.LogKind); err != nil {
+		n.closeStores()
+		return err
+	}
+	if marker != nil {
+		if err := n.stores.DropLog(); err != nil {
+			n.closeStores()
+			return fmt.Errorf("cluster: resync: drop the log: %w", err)
+		}
+	}
+	return nil
 }
 
 // stepDownDamaged hands leadership over when this node, leading, found its

@@ -174,14 +174,16 @@ func setAsideDamaged(dir string) (string, error) {
 // that the log still reaches the entries the state file holds: raft-wal
 // drops a tail whose commit frame fails its checksum as if a crash had torn
 // it, so a flipped bit there would silently cut entries this node
-// acknowledged. Damage found is reported (package damage).
-func (n *Node) checkLogAtOpen() error {
-	if err := n.stores.CheckLog(); err != nil {
-		return err
+// acknowledged. Damage found is reported (package damage). It returns the
+// latest configuration the log and snapshots hold.
+func (n *Node) checkLogAtOpen() (raft.Configuration, error) {
+	conf, err := n.stores.CheckLog()
+	if err != nil {
+		return conf, err
 	}
 	last, err := n.stores.Log.LastIndex()
 	if err != nil {
-		return err
+		return conf, err
 	}
 	if meta, rc, err := n.stores.LatestSnapshot(); err == nil && meta != nil {
 		rc.Close()
@@ -190,9 +192,33 @@ func (n *Node) checkLogAtOpen() error {
 	if applied := n.fsm.AppliedIndex(); applied > last {
 		err := fmt.Errorf("the raft log and snapshots end at index %d but the state file holds entries up to %d: the log lost entries this node had", last, applied)
 		n.damage.Note(damage.RaftLog, err)
-		return err
+		return conf, err
 	}
-	return nil
+	return conf, nil
+}
+
+// resyncAtOpen turns damage the log's check at open found into a resync
+// before Raft starts (Raft's own start reads the log, and stops the
+// process at an entry it cannot read): the marker is written and the node
+// opens its files again, the damaged ones set aside. The only voter has
+// nothing to rebuild from and refuses to start, saying why.
+func (n *Node) resyncAtOpen(conf raft.Configuration, found error, reopen func(*resyncMarker) error) (*resyncMarker, error) {
+	others := false
+	for _, s := range conf.Servers {
+		others = others || (s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID)
+	}
+	n.closeStores()
+	if !others {
+		return nil, fmt.Errorf("cluster: the raft log is damaged (%v) and this node is the only voter: there is no replica to rebuild it from; "+
+			"restore a backup (README, \"Damaged files\")", found)
+	}
+	f := damage.Finding{Where: damage.RaftLog, Reason: found.Error(), At: time.Now()}
+	if err := writeResyncMarker(n.cfg.DataDir, f); err != nil {
+		return nil, fmt.Errorf("cluster: write the RESYNC marker: %w", err)
+	}
+	m := &resyncMarker{Where: f.Where, Reason: f.Reason, At: f.At}
+	n.log.Warn("the raft log is damaged; this node rebuilds its state from the leader", "err", found)
+	return m, reopen(m)
 }
 
 // onDamaged is what a node does with the first damage it finds (step 1).
@@ -202,7 +228,6 @@ func (n *Node) onDamaged(f damage.Finding) {
 		return // already rebuilding: the damage is in what it set aside or is receiving
 	}
 	if !n.hasOtherVoter() {
-		n.quarantine.lift(n) // the only voter must elect itself
 		n.log.Error("this node found its files damaged and is the only voter: there is no replica to rebuild from; "+
 			"it serves what is intact and refuses what is damaged (restore a backup to repair it)", "where", f.Where)
 		return
@@ -289,6 +314,7 @@ func (n *Node) resyncStep(rs *resyncState) bool {
 		return false
 	}
 	n.quarantine.lift(n)
+	n.damage.Clear() // what it found is in the files set aside
 	rs.phase = "done"
 	n.resync.Store(nil)
 	if n.members != nil {

@@ -101,3 +101,16 @@ func (r *Report) Damaged() (first Finding, count uint64, ok bool) {
 	defer r.mu.Unlock()
 	return r.first, r.count, r.count > 0
 }
+
+// Clear forgets the findings once the damaged files are gone (a node that
+// rebuilt its state from the others set them aside): the node is not
+// damaged any more, and the next finding is a first one again. The counter
+// on /metrics keeps counting.
+func (r *Report) Clear() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.first, r.count = Finding{}, 0
+	r.mu.Unlock()
+}

@@ -61,3 +61,27 @@ func TestOnFirstIsCalledOnceForTheFirstFinding(t *testing.T) {
 	default:
 	}
 }
+
+// Once the damaged files are gone the report is clear, the counter keeps
+// counting, and the next finding is a first one again.
+func TestAClearedReportTakesAFirstFindingAgain(t *testing.T) {
+	r := New(nil, nil)
+	got := make(chan Finding, 4)
+	r.OnFirst(func(f Finding) { got <- f })
+	r.Note(StateFile, errors.New("digest differs"))
+	<-got
+	r.Clear()
+	if _, _, ok := r.Damaged(); ok {
+		t.Fatal("a cleared report says damaged")
+	}
+	r.Note(MessageFiles, errors.New("seq 7"))
+	if f := <-got; f.Reason != "seq 7" {
+		t.Fatalf("OnFirst after the clear got %+v", f)
+	}
+	if first, n, _ := r.Damaged(); n != 1 || first.Where != MessageFiles {
+		t.Fatalf("Damaged() after the clear: %+v %d", first, n)
+	}
+	if c := count(t, r, StateFile); c != 1 {
+		t.Fatalf("the counter forgot: %v", c)
+	}
+}

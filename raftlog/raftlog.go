@@ -313,25 +313,52 @@ func (s *Stores) DropLog() error {
 }
 
 // CheckLog reads every entry of the log and checks each command entry's
-// checksum (the log's check at open): it returns the first entry that is
-// damaged or unreadable, also reported to Config.OnCorrupt, or nil.
-func (s *Stores) CheckLog() error {
+// checksum (the log's check at open). It returns the latest configuration
+// the snapshots and the log hold (so a caller knows, before Raft starts,
+// whether other voters could rebuild this node) and the first entry that
+// is damaged or unreadable, also reported to Config.OnCorrupt, or nil.
+func (s *Stores) CheckLog() (raft.Configuration, error) {
+	var latest raft.Configuration
+	if meta, rc, err := s.LatestSnapshot(); err == nil && meta != nil {
+		rc.Close()
+		latest = meta.Configuration
+	}
 	first, err := s.Log.FirstIndex()
 	if err != nil {
-		return err
+		return latest, err
 	}
 	last, err := s.Log.LastIndex()
 	if err != nil {
-		return err
+		return latest, err
 	}
+	var damaged error
 	var l raft.Log
 	for i := first; i <= last && last > 0; i++ {
 		if err := s.Log.GetLog(i, &l); err != nil {
-			if s.onCorrupt != nil {
-				s.onCorrupt(fmt.Errorf("raft log entry %d of %d..%d does not read back: %w", i, first, last, err))
+			if damaged == nil {
+				damaged = fmt.Errorf("raftlog: entry %d of %d..%d: %w", i, first, last, err)
+				if s.onCorrupt != nil {
+					s.onCorrupt(fmt.Errorf("raft log entry %d of %d..%d does not read back: %w", i, first, last, err))
+				}
 			}
-			return fmt.Errorf("raftlog: entry %d of %d..%d: %w", i, first, last, err)
+			continue
+		}
+		if l.Type == raft.LogConfiguration {
+			if c, ok := decodeConfiguration(l.Data); ok {
+				latest = c
+			}
 		}
 	}
-	return nil
+	return latest, damaged
+}
+
+// decodeConfiguration is raft.DecodeConfiguration, which panics on bytes it
+// cannot decode.
+func decodeConfiguration(b []byte) (c raft.Configuration, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return raft.DecodeConfiguration(b), true
 }

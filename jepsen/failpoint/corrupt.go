@@ -13,10 +13,11 @@ import (
 
 // corruptKinds are the files corrupt damages, by the name it reports:
 // the message segments and their indexes (CRC-32C per record and entry),
-// the Raft log's segments (a CRC-32C per command entry) and the snapshots
-// (raft's CRC-64 of the whole file, and the message files inside). The
-// state file (fsm.db) is left alone: it has no content checksum yet, so
-// nothing would find its damage (issue 23 leaves that open).
+// the Raft log's segments (a CRC-32C per command entry, and the check at
+// open that the log still reaches what the state file holds), the state
+// file (state checks compare its digest with the other replicas') and the
+// snapshots (raft's CRC-64 of the whole file, and the message files
+// inside).
 var corruptKinds = []struct {
 	name    string
 	pattern string // under the data dir
@@ -24,6 +25,7 @@ var corruptKinds = []struct {
 	{"segment", "messages/*/*.log"},
 	{"index", "messages/*/*.index"},
 	{"raft-log", "raft/wal/*.wal"},
+	{"state", "fsm.db"},
 	{"snapshot", "raft/snapshots/*/state.bin"},
 }
 
@@ -37,8 +39,11 @@ func (corrupt) Available(*harness.Cluster) bool { return true }
 // random, and starts it again, as a disk's silent errors would leave it:
 // the node must find the damage where it reads it and never serve it (the
 // queue checker holds every delivered payload against the one pushed). The
-// heal is the operator's procedure for a damaged node (README, "Damaged
-// files"): remove it from the cluster, and a new node joins empty.
+// heal waits for the node to rebuild itself from the others (cluster/
+// resync.go): every node healthy again. Damage that stops the node from
+// starting at all (a state file whose pages bbolt cannot open) takes the
+// operator's procedure instead: remove it from the cluster, and a new node
+// joins empty.
 func (corrupt) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (func(context.Context) error, string, error) {
 	n, who := target(ctx, c, rng)
 	if n == nil {
@@ -55,15 +60,18 @@ func (corrupt) Inject(ctx context.Context, c *harness.Cluster, rng *rand.Rand) (
 		return nil, "", err
 	}
 	heal := func(ctx context.Context) error {
+		if err := c.Healthy(ctx, 60*time.Second); err == nil || n.Running() {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		if err := c.RemoveNode(ctx, n); err != nil {
-			return fmt.Errorf("remove the damaged %s: %w", n.ID(), err)
+			return fmt.Errorf("remove the damaged %s, which does not start: %w", n.ID(), err)
 		}
 		_, err := c.AddNode(ctx)
 		return err
 	}
-	return heal, fmt.Sprintf("damage %s's files: %s; replace it after", who, what), nil
+	return heal, fmt.Sprintf("damage %s's files: %s; it rebuilds itself", who, what), nil
 }
 
 // damageOneFile damages one file under dir of a kind picked at random among
