@@ -16,7 +16,7 @@ import (
 // removed by retention sweeps all along. `go run ./jepsen` runs longer ones;
 // scripts/jepsen.sh runs the long campaign.
 func TestShortFaultRun(t *testing.T) {
-	shortRun(t, []string{"kill", "pause", "partition", "clock", "corrupt", "rolling"}, []string{"all"}, 25*time.Second)
+	shortRun(t, []string{"kill", "pause", "partition", "clock", "corrupt", "rolling", "snapshot-membership"}, []string{"all"}, 25*time.Second)
 }
 
 // TestShortDiskAndLinkFaultRun: the faults of a slow disk and a full one

@@ -32,6 +32,7 @@ default)
     "3 partition,clock all"
     "5 kill,pause,partition,clock all"
     "3 membership,kill queue,kv"
+    "3 snapshot-membership,kill queue,kv,ledger"
     "3 powerloss,powerloss-torn,kill queue,ledger,timers"
     "3 corrupt,rolling,kill all"
     "5 corrupt,rolling,one-way queue,kv,ledger"
@@ -46,7 +47,7 @@ long)
   campaign=()
   for nodes in 3 5; do
     campaign+=(
-      "$nodes kill,pause,rolling,corrupt,membership all"
+      "$nodes kill,pause,rolling,corrupt,membership,snapshot-membership all"
       "$nodes partition,one-way,clock all"
       "$nodes powerloss,powerloss-torn,slow-disk,disk-full all"
     )

@@ -10,7 +10,8 @@ import (
 )
 
 // testHooks serves the fault-test hooks (--test-hooks): a clock that jumps,
-// and a leader that steps down on request.
+// a leader that steps down on request, and a snapshot that truncates the
+// log down to a few entries (so that a follower behind must install it).
 func testHooks(mux *http.ServeMux, node *cluster.Node) {
 	mux.HandleFunc("POST /debug/clock-skew", func(w http.ResponseWriter, r *http.Request) {
 		var in struct {
@@ -26,6 +27,20 @@ func testHooks(mux *http.ServeMux, node *cluster.Node) {
 	mux.HandleFunc("POST /debug/step-down", func(w http.ResponseWriter, r *http.Request) {
 		if err := node.StepDown(); err != nil {
 			http.Error(w, `{"error":"`+err.Error()+`"}`, http.StatusConflict)
+			return
+		}
+		w.Write([]byte(`{"ok":true}`))
+	})
+	mux.HandleFunc("POST /debug/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Trailing uint64 `json:"trailing"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Trailing == 0 {
+			http.Error(w, `{"error":"body must be {\"trailing\": N}, N > 0"}`, http.StatusBadRequest)
+			return
+		}
+		if err := node.SnapshotWithTrailing(in.Trailing); err != nil {
+			http.Error(w, `{"error":"snapshot: `+err.Error()+`"}`, http.StatusConflict)
 			return
 		}
 		w.Write([]byte(`{"ok":true}`))

@@ -25,8 +25,8 @@ type Fault interface {
 }
 
 // ByName returns the faults named in a comma list: kill, pause, partition,
-// clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way,
-// slow-disk, disk-full.
+// clock, membership, snapshot-membership, powerloss, powerloss-torn,
+// corrupt, rolling, one-way, slow-disk, disk-full.
 func ByName(names []string) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
@@ -49,6 +49,8 @@ func ByName(names []string) ([]Fault, error) {
 			out = append(out, corrupt{})
 		case "rolling":
 			out = append(out, rolling{})
+		case "snapshot-membership":
+			out = append(out, snapshotMembership{})
 		case "one-way":
 			out = append(out, oneWay{})
 		case "slow-disk":
@@ -56,7 +58,7 @@ func ByName(names []string) ([]Fault, error) {
 		case "disk-full":
 			out = append(out, diskFull{})
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, powerloss, powerloss-torn, corrupt, rolling, one-way, slow-disk, disk-full)", n)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, clock, membership, snapshot-membership, powerloss, powerloss-torn, corrupt, rolling, one-way, slow-disk, disk-full)", n)
 		}
 	}
 	return out, nil

@@ -140,6 +140,9 @@ func (c *Cluster) node(pn *nodeproc.Node) *Node {
 	return c.nodes[pn.ID()]
 }
 
+// Size is the number of nodes the cluster started with.
+func (c *Cluster) Size() int { return c.opts.Nodes }
+
 // LossyFS reports whether the data dirs are on lossyfs (power loss possible).
 func (c *Cluster) LossyFS() bool { return c.opts.LossyFS }
 
