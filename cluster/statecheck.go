@@ -212,12 +212,7 @@ func (n *Node) proposeStateCheck(stop chan struct{}, due bool) {
 		return
 	}
 	if !due {
-		for _, m := range n.members.list() {
-			if m.Alive && m.Raft != "" && m.Check == 0 && !m.Resync {
-				due = true
-				break
-			}
-		}
+		due = n.voterWithoutCheck()
 	}
 	if !due {
 		return
@@ -238,6 +233,25 @@ func (n *Node) proposeStateCheck(stop chan struct{}, due bool) {
 		Body: &command.Command_StateCheck{StateCheck: &command.StateCheck{}}}); err != nil {
 		n.log.Debug("state check proposal failed; the next tick retries", "err", err)
 	}
+}
+
+// voterWithoutCheck reports whether a live voter published no state check
+// yet (it started since the last one).
+func (n *Node) voterWithoutCheck() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	voters := map[string]bool{}
+	for _, s := range f.Configuration().Servers {
+		voters[string(s.ID)] = s.Suffrage == raft.Voter
+	}
+	for _, m := range n.members.list() {
+		if m.Alive && voters[m.ID] && m.Check == 0 && !m.Resync {
+			return true
+		}
+	}
+	return false
 }
 
 // limitedWriter counts what a digest reads and holds it to the limit; once

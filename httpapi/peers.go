@@ -41,6 +41,7 @@ type nodeStatus struct {
 	StorageReady bool   `json:"storageReady"`
 	Status       string `json:"status"`           // its /health status: healthy, settling, damaged
 	Damage       string `json:"damage,omitempty"` // what it found damaged, when it did
+	Resync       string `json:"resync,omitempty"` // the phase of its rebuild from the leader, while it runs
 	Error        string `json:"error,omitempty"`
 	// from /metrics (system-metrics only)
 	Uptime     float64 `json:"-"`
@@ -67,6 +68,9 @@ type healthBody struct {
 			Where  string `json:"where"`
 			Reason string `json:"reason"`
 		} `json:"damage"`
+		Resync *struct {
+			Phase string `json:"phase"`
+		} `json:"resync"`
 	} `json:"raft"`
 	Load struct {
 		InFlight      int    `json:"inFlight"`
@@ -148,6 +152,9 @@ func (a *API) probeNodes(ctx context.Context, withMetrics bool) []nodeStatus {
 			if d := h.Raft.Damage; d != nil {
 				ns.Damage = d.Where + ": " + d.Reason
 			}
+			if r := h.Raft.Resync; r != nil {
+				ns.Resync = r.Phase
+			}
 			ns.Role, ns.LeaderID, ns.Term = h.Raft.Role, h.Raft.LeaderID, h.Raft.Term
 			ns.Applied, ns.Commit, ns.Lag, ns.StorageReady = h.Raft.Applied, h.Raft.Commit, h.Raft.Lag, h.Raft.StorageReady
 			ns.InFlight, ns.DiskFree = h.Load.InFlight, h.Load.DiskFreeBytes
@@ -183,6 +190,9 @@ func (a *API) selfStatus(ns *nodeStatus) {
 	ns.Status = a.healthStatus(st)
 	if d := st.Damage; d != nil {
 		ns.Damage = d.Where + ": " + d.Reason
+	}
+	if r := st.Resync; r != nil {
+		ns.Resync = r.Phase
 	}
 	l := a.b.Load()
 	ns.InFlight, ns.DiskFree = l.InFlight, l.DiskFreeBytes

@@ -188,7 +188,7 @@
           items.push(`<li class="bad" data-testid="incident-node-down-${esc(testid(x.id))}">Node <b>${esc(x.id)}</b> does not answer${x.error ? ': <span class="small">' + esc(x.error) + '</span>' : ''}. ${up} of ${c.nodes.length} nodes serve; a majority (${Math.floor(c.nodes.length / 2) + 1}) is needed for writes.</li>`);
         }
         for (const x of c.nodes.filter((x) => x.reachable && x.damage)) {
-          items.push(`<li class="bad" data-testid="incident-node-damaged-${esc(testid(x.id))}">Node <b>${esc(x.id)}</b> found its own files damaged and serves nothing damaged: <span class="small">${esc(x.damage)}</span>. Replace its data from the other nodes.</li>`);
+          items.push(`<li class="bad" data-testid="incident-node-damaged-${esc(testid(x.id))}">Node <b>${esc(x.id)}</b> found its own files damaged and serves nothing damaged: <span class="small">${esc(x.damage)}</span>. ${x.resync ? `It is rebuilding itself from the leader: <span class="small">${esc(x.resync)}</span>.` : 'A node of a cluster rebuilds itself from the others; a node alone needs a backup restored.'}</li>`);
         }
         for (const g of lagging) {
           items.push(`<li data-testid="incident-lagging-${esc(testid(g.name + '-' + g.queueName))}">Consumer group <b>${esc(g.name)}</b> on <a href="#/queue/${enc(g.queueName)}">${esc(g.queueName)}</a> is behind: <b>${n(g.pendingMessages)}</b> pending, the oldest waited ${dur(g.maxTimeLag)}. <a href="#/groups">Seek or delete</a></li>`);
