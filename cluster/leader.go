@@ -270,7 +270,21 @@ func (n *Node) sweep(stop chan struct{}) {
 // other commit runs meanwhile.
 func (n *Node) flushLoop() {
 	defer n.wg.Done()
-	tick := time.NewTicker(fsm.CommitAfter)
+	n.everyUntilStop(fsm.CommitAfter, func() bool {
+		if n.disk.Low() {
+			return false
+		}
+		if err := n.fsm.FlushStale(); err != nil {
+			n.log.Error("committing the state file's last batches failed", "err", err)
+		}
+		return false
+	})
+}
+
+// everyUntilStop calls step every period until it reports done or the node
+// stops.
+func (n *Node) everyUntilStop(period time.Duration, step func() (done bool)) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
@@ -278,11 +292,8 @@ func (n *Node) flushLoop() {
 			return
 		case <-tick.C:
 		}
-		if n.disk.Low() {
-			continue
-		}
-		if err := n.fsm.FlushStale(); err != nil {
-			n.log.Error("committing the state file's last batches failed", "err", err)
+		if step() {
+			return
 		}
 	}
 }

@@ -266,18 +266,7 @@ func (n *Node) resyncing() *resyncState { return n.resync.Load() }
 // resyncLoop waits for steps 3 and 4 and finishes the resync.
 func (n *Node) resyncLoop(rs *resyncState) {
 	defer n.wg.Done()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
-		}
-		if n.resyncStep(rs) {
-			return
-		}
-	}
+	n.everyUntilStop(200*time.Millisecond, func() bool { return n.resyncStep(rs) })
 }
 
 // resyncStep advances the resync by what it sees now; true when done.
