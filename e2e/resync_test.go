@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -159,5 +161,31 @@ func TestAStateFileDamagedUnderAFollowerIsFoundByTheStateCheck(t *testing.T) {
 	r := f.api(t).mustStatus(200, "GET", "/api/v1/kv/ledger/balance", nil)
 	if !bytes.Contains(r.Body, []byte(needle)) {
 		t.Fatalf("the rebuilt node reads %s", r.Body)
+	}
+}
+
+// A node that is the only voter has nothing to rebuild a damaged log from:
+// it refuses to start and says why (before, hashicorp/raft's start
+// panicked at the unreadable entry), and leaves its files as they are.
+func TestTheOnlyVoterRefusesToStartOnADamagedLog(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	const needle = "an-entry-of-the-only-copy"
+	n.api(t).push(pushItem{Queue: "alone", TransactionID: "a-1", Payload: map[string]string{"entry": needle}})
+	n.sigterm(10 * time.Second)
+	if flipEvery(t, filepath.Join(n.DataDir(), "raft", "wal"), needle) == 0 {
+		t.Fatal("no copy of the entry in the log")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binPath, n.Args()...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("start on a damaged log: %v, want exit status 1\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("this node is the only voter: there is no replica to rebuild it from")) || bytes.Contains(out, []byte("panic")) {
+		t.Fatalf("the refusal does not say why:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(n.DataDir(), "damaged")); !os.IsNotExist(err) {
+		t.Fatalf("the only copy was set aside: %v", err)
 	}
 }
