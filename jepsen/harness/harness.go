@@ -140,6 +140,17 @@ func (c *Cluster) node(pn *nodeproc.Node) *Node {
 	return c.nodes[pn.ID()]
 }
 
+// Procs is the node processes, for what nodeproc's cluster helpers do
+// (leaders, voters) beside the faults.
+func (c *Cluster) Procs() *nodeproc.Cluster { return c.pc }
+
+// ByID is the node of that id, or nil.
+func (c *Cluster) ByID(id string) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
+}
+
 // Size is the number of nodes the cluster started with.
 func (c *Cluster) Size() int { return c.opts.Nodes }
 

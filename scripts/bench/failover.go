@@ -161,10 +161,9 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 	}
 	queue := queueName("failover")
 	pool := newPayloadPool(o.payload)
-	errs := newTally()
-	var pushLat, toOK, toLeader, toReady recorder
-	var pushes, ok, windowFails, skipped, peak int64
-	window := newTally()
+	counts := &failoverCounts{errs: newTally(), window: newTally()}
+	var toOK, toLeader, toReady recorder
+	var skipped, peak int64
 	var rounds []map[string]any
 	var notes []string
 	faults := o.failoverFaults
@@ -194,6 +193,24 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		pause(ctx, failoverWarmup)
 
 		kill := time.Now()
+		if degrading(fault) {
+			info, line, err := o.degradeRound(ctx, fault, ln, p, kill, counts)
+			c.close()
+			skipped += p.skipped.Load()
+			peak = max(peak, p.peak.Load())
+			if err != nil {
+				runErr = fmt.Errorf("round %d: %v", round, err)
+				break
+			}
+			if costs[fault] == nil {
+				costs[fault] = &faultCost{}
+			}
+			costs[fault].add(info.cost)
+			info.fields["round"] = round
+			rounds = append(rounds, info.fields)
+			notes = append(notes, fmt.Sprintf("round %d: %s, pushing via %s at %.0f/s: %s", round, faultName(fault), target, o.failoverRate, line))
+			continue
+		}
 		var err2 error
 		if fault == "term" {
 			_, _, err2 = ln.Terminate(30 * time.Second)
@@ -232,24 +249,7 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		// A failure is the failover's when the push was in flight at the
 		// kill or sent before the first success after it; any other is an
 		// error of the run.
-		var wf int64
-		wk := newTally()
-		for _, r := range recs {
-			pushes++
-			if r.v.good == 1 {
-				ok++
-				pushLat.add(r.done.Sub(r.sent))
-				continue
-			}
-			if r.done.After(kill) && (okAt.IsZero() || r.sent.Before(okAt)) {
-				wf++
-				wk.add(r.v)
-				continue
-			}
-			errs.add(r.v)
-		}
-		windowFails += wf
-		window.merge(wk)
+		wf, wk := counts.add(recs, func(r pushRec) bool { return r.done.After(kill) && (okAt.IsZero() || r.sent.Before(okAt)) })
 		cost := clientCost(recs, kill)
 		if costs[fault] == nil {
 			costs[fault] = &faultCost{}
@@ -260,7 +260,7 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 			"p99_before_ms": ms(cost.before), "p99_during_ms": ms(cost.during), "p99_after_ms": ms(cost.after)}
 		line := fmt.Sprintf("round %d: %s leader %s (pid %d), pushing via %s at %.0f/s: ", round, signalName(fault), leader, pid, target, o.failoverRate)
 		if leaderAt.IsZero() {
-			errs.add(failed("no new leader within -failover-timeout", fmt.Sprintf("round %d", round)))
+			counts.errs.add(failed("no new leader within -failover-timeout", fmt.Sprintf("round %d", round)))
 			line += "no new leader seen"
 		} else {
 			d := leaderAt.Sub(kill)
@@ -269,7 +269,7 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 			line += fmt.Sprintf("new leader %s after %.0f ms", newLeader, ms(d))
 		}
 		if okAt.IsZero() {
-			errs.add(failed("no successful push within -failover-timeout", fmt.Sprintf("round %d", round)))
+			counts.errs.add(failed("no successful push within -failover-timeout", fmt.Sprintf("round %d", round)))
 			line += ", no 201"
 		} else {
 			d := okAt.Sub(kill)
@@ -304,15 +304,15 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 		rounds = append(rounds, info)
 		notes = append(notes, line)
 	}
-	r := newResult("failover", o, int(peak), time.Since(start), ok, pushes, errs) // conns: most pushes in flight at once
-	r.addLatency("push", summarize([]*recorder{&pushLat}))
+	r := newResult("failover", o, int(peak), time.Since(start), counts.ok, counts.pushes, counts.errs) // conns: most pushes in flight at once
+	r.addLatency("push", summarize([]*recorder{&counts.pushLat}))
 	r.addLatency("kill_to_201", summarize([]*recorder{&toOK}))
 	r.addLatency("kill_to_leader", summarize([]*recorder{&toLeader}))
 	r.addLatency("restart_to_whole", summarize([]*recorder{&toReady}))
 	r.Extra = map[string]any{"queue": queue, "rate": o.failoverRate, "rounds": rounds,
-		"window_failures": windowFails, "skipped_ticks": skipped, "peak_in_flight": peak}
-	if windowFails > 0 {
-		r.Extra["window_failure_kinds"] = window.kinds
+		"window_failures": counts.windowFails, "skipped_ticks": skipped, "peak_in_flight": peak}
+	if counts.windowFails > 0 {
+		r.Extra["window_failure_kinds"] = counts.window.kinds
 	}
 	r.notes = append(r.notes, "kill_to_201: kill to the answer of the first push sent after the kill that got 201; kill_to_leader: kill to the first cluster view of a survivor naming another leader; restart_to_whole: restart to all nodes healthy with one leader")
 	r.notes = append(r.notes, notes...)
@@ -320,16 +320,16 @@ func runFailover(ctx context.Context, o *options) (*result, error) {
 	for _, f := range faults {
 		if fc := costs[f]; fc != nil {
 			r.notes = append(r.notes, fmt.Sprintf("cost of a %s of the leader over %d rounds: longest window of failed or >10x-p99 pushes %.0f ms; push p99 before %.1f ms, during %.1f ms, after %.1f ms (the worst round of each)",
-				signalName(f), fc.rounds, ms(fc.window), ms(fc.before), ms(fc.during), ms(fc.after)))
+				faultName(f), fc.rounds, ms(fc.window), ms(fc.before), ms(fc.during), ms(fc.after)))
 			costOut[f] = map[string]any{"rounds": fc.rounds, "bad_window_ms": ms(fc.window), "p99_before_ms": ms(fc.before),
 				"p99_during_ms": ms(fc.during), "p99_after_ms": ms(fc.after)}
 		}
 	}
 	r.Extra["cost"] = costOut
 	r.notes = append(r.notes, fmt.Sprintf("%d pushes, %d 201; %d failed inside failover windows (not counted as errors); %d ticks skipped for want of a free sender (of %d)",
-		pushes, ok, windowFails, skipped, failoverSenders))
-	if len(window.order) > 0 {
-		for _, s := range window.samples() {
+		counts.pushes, counts.ok, counts.windowFails, skipped, failoverSenders))
+	if len(counts.window.order) > 0 {
+		for _, s := range counts.window.samples() {
 			r.notes = append(r.notes, "window failure sample: "+s)
 		}
 	}
@@ -361,6 +361,49 @@ func signalName(fault string) string {
 		return "SIGTERM"
 	}
 	return "kill -9"
+}
+
+// faultName names a failover fault in the report.
+func faultName(fault string) string {
+	switch fault {
+	case "slow-disk":
+		return fmt.Sprintf("slow disk (fsyncs %v late)", slowDiskDelay)
+	case "deaf":
+		return "deaf leader (it hears nobody)"
+	}
+	return signalName(fault)
+}
+
+// failoverCounts are the run's pushes over every round.
+type failoverCounts struct {
+	pushes, ok, windowFails int64
+	pushLat                 recorder
+	errs, window            *tally
+}
+
+// add counts a round's pushes: a failure inWindow is the fault's (counted
+// apart), any other an error of the run. It returns the round's window
+// failures.
+func (fc *failoverCounts) add(recs []pushRec, inWindow func(pushRec) bool) (int64, *tally) {
+	var wf int64
+	wk := newTally()
+	for _, r := range recs {
+		fc.pushes++
+		if r.v.good == 1 {
+			fc.ok++
+			fc.pushLat.add(r.done.Sub(r.sent))
+			continue
+		}
+		if inWindow(r) {
+			wf++
+			wk.add(r.v)
+			continue
+		}
+		fc.errs.add(r.v)
+	}
+	fc.windowFails += wf
+	fc.window.merge(wk)
+	return wf, wk
 }
 
 // roundCost is what one fault cost the steady pusher: the longest run of

@@ -82,6 +82,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/queen-node/queen-node/jepsen/harness"
 	"github.com/queen-node/queen-node/nodeproc"
 )
 
@@ -122,6 +123,9 @@ type options struct {
 	secure      bool   // with -start: TLS on every link and JWT on (secure.go)
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
+	// faulty: the nodes were started by jepsen's harness (lossyfs disks,
+	// network namespaces) for failover's slow-disk and deaf faults
+	faulty *harness.Cluster
 
 	pollers  int     // long-polling pops parked in pollers
 	pollRate float64 // pushes per second in pollers
@@ -273,15 +277,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.pollers, "pollers", 1000, "long-polling pops parked on the queue in pollers' last phase")
 	fs.Float64Var(&o.pollRate, "poll-rate", 200, "single pushes per second in pollers")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 3, "rounds of each -failover-faults in failover")
-	fs.Func("failover-faults", "comma list of what failover does to the leader each round: kill (SIGKILL), term (SIGTERM); default kill,term", func(v string) error {
+	fs.Func("failover-faults", "comma list of what failover does to the leader each round: kill (SIGKILL), term (SIGTERM), "+
+		"slow-disk (its fsyncs 300 ms late), deaf (it hears nobody); default kill,term. slow-disk and deaf start the nodes on lossyfs "+
+		"in network namespaces (jepsen/harness: root, FUSE), every round on them", func(v string) error {
 		o.failoverFaults = nil
 		for _, f := range strings.Split(v, ",") {
 			switch f = strings.TrimSpace(f); f {
-			case "kill", "term":
+			case "kill", "term", "slow-disk", "deaf":
 				o.failoverFaults = append(o.failoverFaults, f)
 			case "":
 			default:
-				return fmt.Errorf("unknown failover fault %q (kill, term)", f)
+				return fmt.Errorf("unknown failover fault %q (kill, term, slow-disk, deaf)", f)
 			}
 		}
 		return nil

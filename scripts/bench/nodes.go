@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/queen-node/queen-node/jepsen/harness"
 	"github.com/queen-node/queen-node/nodeproc"
 )
 
@@ -62,8 +63,20 @@ func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer)
 	}
 	flags = append(flags, strings.Fields(o.nodeArgs)...)
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
-	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf, Node: secure})
-	if err != nil {
+	var c *nodeproc.Cluster
+	if o.degradeFaults() {
+		if o.secure {
+			removeWork()
+			return nil, fmt.Errorf("-failover-faults slow-disk and deaf do not run with -secure")
+		}
+		fmt.Fprintln(stderr, "bench: failover's slow-disk or deaf: the nodes run on lossyfs disks in network namespaces (jepsen/harness), every round on them")
+		if o.faulty, err = harness.Start(ctx, harness.Options{Nodes: o.start, Bin: bin, Dir: work, NetNS: true, LossyFS: true,
+			Extra: flags, Logf: logf}); err != nil {
+			removeWork()
+			return nil, err
+		}
+		c = o.faulty.Procs()
+	} else if c, err = nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf, Node: secure}); err != nil {
 		removeWork()
 		return nil, err
 	}
@@ -84,6 +97,9 @@ func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer)
 		}
 		if err := c.Stop(); err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
+		}
+		if o.faulty != nil {
+			o.faulty.Stop() // unmounts the disks, removes the namespaces
 		}
 		removeWork()
 	}, nil
