@@ -170,8 +170,9 @@ func setAsideDamaged(dir string) (string, error) {
 	return kept, nil
 }
 
-// checkLogAtOpen checks every entry of the log (raftlog.CheckLog), and
-// that the log still reaches the entries the state file holds: raft-wal
+// checkLogAtOpen checks every entry of the log (raftlog.CheckLog), the
+// newest snapshot's checksum, and that the log still reaches the entries
+// the state file holds: raft-wal
 // drops a tail whose commit frame fails its checksum as if a crash had torn
 // it, so a flipped bit there would silently cut entries this node
 // acknowledged. Damage found is reported (package damage). It returns the
@@ -185,10 +186,12 @@ func (n *Node) checkLogAtOpen() (raft.Configuration, error) {
 	if err != nil {
 		return conf, err
 	}
-	if meta, rc, err := n.stores.LatestSnapshot(); err == nil && meta != nil {
-		rc.Close()
-		last = max(last, meta.Index)
+	snap, err := n.stores.CheckSnapshot()
+	if err != nil {
+		n.damage.Note(damage.Snapshot, err)
+		return conf, err
 	}
+	last = max(last, snap)
 	if applied := n.fsm.AppliedIndex(); applied > last {
 		err := fmt.Errorf("the raft log and snapshots end at index %d but the state file holds entries up to %d: the log lost entries this node had", last, applied)
 		n.damage.Note(damage.RaftLog, err)
@@ -209,15 +212,18 @@ func (n *Node) resyncAtOpen(conf raft.Configuration, found error, reopen func(*r
 	}
 	n.closeStores()
 	if !others {
-		return nil, fmt.Errorf("cluster: the raft log is damaged (%v) and this node is the only voter: there is no replica to rebuild it from; "+
+		return nil, fmt.Errorf("cluster: the raft log or snapshot is damaged (%v) and this node is the only voter: there is no replica to rebuild it from; "+
 			"restore a backup (README, \"Damaged files\")", found)
 	}
-	f := damage.Finding{Where: damage.RaftLog, Reason: found.Error(), At: time.Now()}
+	f, _, ok := n.damage.Damaged()
+	if !ok {
+		f = damage.Finding{Where: damage.RaftLog, Reason: found.Error(), At: time.Now()}
+	}
 	if err := writeResyncMarker(n.cfg.DataDir, f); err != nil {
 		return nil, fmt.Errorf("cluster: write the RESYNC marker: %w", err)
 	}
 	m := &resyncMarker{Where: f.Where, Reason: f.Reason, At: f.At}
-	n.log.Warn("the raft log is damaged; this node rebuilds its state from the leader", "err", found)
+	n.log.Warn("this node's raft files are damaged; it rebuilds its state from the leader", "where", f.Where, "err", found)
 	return m, reopen(m)
 }
 

@@ -13,6 +13,7 @@ const (
 	MessageFiles = "message_files"
 	RaftLog      = "raft_log"
 	StateFile    = "state_file"
+	Snapshot     = "snapshot"
 )
 
 // Report is a node's record of the damage it found. The zero value is not
@@ -41,7 +42,7 @@ func (r *Report) OnFirst(fn func(Finding)) {
 
 // Finding is the first damage a node found.
 type Finding struct {
-	Where  string    // MessageFiles, RaftLog, StateFile
+	Where  string    // MessageFiles, RaftLog, StateFile, Snapshot
 	Reason string    // the error that found it
 	At     time.Time // when
 }
@@ -56,7 +57,7 @@ func New(log *slog.Logger, reg prometheus.Registerer) *Report {
 		Namespace: "queen", Name: "damage_found_total",
 		Help: "Reads that found this node's own files damaged (a checksum failed), by where; the bytes were not served.",
 	}, []string{"where"})}
-	for _, w := range []string{MessageFiles, RaftLog, StateFile} {
+	for _, w := range []string{MessageFiles, RaftLog, StateFile, Snapshot} {
 		r.found.WithLabelValues(w)
 	}
 	if reg != nil {

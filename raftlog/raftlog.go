@@ -319,9 +319,8 @@ func (s *Stores) DropLog() error {
 // is damaged or unreadable, also reported to Config.OnCorrupt, or nil.
 func (s *Stores) CheckLog() (raft.Configuration, error) {
 	var latest raft.Configuration
-	if meta, rc, err := s.LatestSnapshot(); err == nil && meta != nil {
-		rc.Close()
-		latest = meta.Configuration
+	if list, err := s.Snapshots.List(); err == nil && len(list) > 0 {
+		latest = list[0].Configuration // from its meta file: readable even if its state is damaged
 	}
 	first, err := s.Log.FirstIndex()
 	if err != nil {
@@ -350,6 +349,22 @@ func (s *Stores) CheckLog() (raft.Configuration, error) {
 		}
 	}
 	return latest, damaged
+}
+
+// CheckSnapshot opens the newest snapshot, which reads it whole to check
+// its CRC-64 (hashicorp/raft's FileSnapshotStore), and returns its index
+// (0: no snapshot) or why it does not open.
+func (s *Stores) CheckSnapshot() (uint64, error) {
+	list, err := s.Snapshots.List()
+	if err != nil || len(list) == 0 {
+		return 0, err
+	}
+	meta, rc, err := s.Snapshots.Open(list[0].ID)
+	if err != nil {
+		return list[0].Index, fmt.Errorf("raftlog: snapshot %s does not open: %w", list[0].ID, err)
+	}
+	rc.Close()
+	return meta.Index, nil
 }
 
 // decodeConfiguration is raft.DecodeConfiguration, which panics on bytes it
