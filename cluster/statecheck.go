@@ -97,8 +97,19 @@ func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 			case <-ctx.Done():
 			}
 		}()
-		digest := fsm.CheckDigest(view, &limitedWriter{ctx: ctx, limit: c.limit, count: c.bytes})
+		var digest string
+		err := store.Checked(func() error {
+			digest = fsm.CheckDigest(view, &limitedWriter{ctx: ctx, limit: c.limit, count: c.bytes})
+			return nil
+		})
 		release()
+		if err != nil { // a record failed its checksum on the way
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
+			n.damage.Note(damage.StateFile, err)
+			return
+		}
 		c.mu.Lock()
 		c.running = false
 		if ctx.Err() == nil {

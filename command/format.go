@@ -32,18 +32,21 @@ import (
 //   - 4 (state): every msgstore index entry carries its record's CRC-32C
 //     and its own, checked on every read; index files of format 3 are
 //     rewritten with them when the store opens (msgstore.migrateLegacy).
+//   - 5 (state): every record of the state file ends with the CRC-32C of
+//     its bucket, key and value, checked on every read; a file of format 3
+//     or 4 gets them when it opens (store/checksum.go).
 const (
 	LogFormat   = 3
-	StateFormat = 4
+	StateFormat = 5
 )
 
 // The formats before these that this code still reads: a log's entries of
 // format 2 (written before entries carried a checksum: read unchecked) and
-// a state of format 3 (migrated when it opens). An older node refuses
+// a state of format 3 or 4 (migrated when it opens). An older node refuses
 // entries and states of the formats above, naming them.
 const (
 	legacyLogFormat   = 2
-	legacyStateFormat = 3
+	legacyStateFormat = 3 // the oldest; every format from it to StateFormat is read
 )
 
 // ReadsLogFormat reports whether this code reads log entries of format v.
@@ -51,7 +54,7 @@ func ReadsLogFormat(v uint32) bool { return v == LogFormat || v == legacyLogForm
 
 // ReadsStateFormat reports whether this code reads (or migrates at open) a
 // state of format v.
-func ReadsStateFormat(v uint32) bool { return v == StateFormat || v == legacyStateFormat }
+func ReadsStateFormat(v uint32) bool { return v >= legacyStateFormat && v <= StateFormat }
 
 // FormatError is data written in a format this code does not read.
 type FormatError struct {

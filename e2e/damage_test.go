@@ -41,7 +41,7 @@ func TestDamagedMessageFilesAreFoundNeverServed(t *testing.T) {
 	}
 	a.ackAll(p, nil)
 	format, _ := os.ReadFile(filepath.Join(data, "FORMAT"))
-	if strings.TrimSpace(string(format)) != `{"state":4,"log":3,"raftLog":"wal"}` {
+	if strings.TrimSpace(string(format)) != `{"state":5,"log":3,"raftLog":"wal"}` {
 		t.Fatalf("FORMAT after the migration: %s", format)
 	}
 	if old, _ := filepath.Glob(filepath.Join(data, "messages", "*", "*.idx")); len(old) != 0 {

@@ -13,6 +13,10 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/store"
 )
 
 // The case protocol-aware recovery exists for (FAST'18; cluster/resync.go):
@@ -129,38 +133,85 @@ func flipEvery(t *testing.T, dir, needle string) int {
 	return n
 }
 
-// A flipped bit in a value of a stopped follower's state file (bbolt pages
-// carry no checksum: the value reads back flipped) is found by the state
-// check at its start: the leader appends a check for the restarted node,
-// every replica digests its state file at that entry, the follower's digest
-// differs from the two others', and it rebuilds itself from the leader.
-// The leader counts the peer that differed.
-func TestAStateFileDamagedUnderAFollowerIsFoundByTheStateCheck(t *testing.T) {
-	c := startCluster(t, nodeOpts{})
-	l := c.leader(30 * time.Second)
-	const needle = "a-value-whose-bytes-the-disk-will-flip"
-	l.api(t).mustStatus(200, "POST", "/api/v1/kv", map[string]any{"operations": []any{
-		map[string]any{"op": "put", "ns": "ledger", "key": "balance", "value": needle, "forever": true}}})
-	awaitSameState(t, c.others(), 20*time.Second)
-	f := c.others(l)[0]
-	f.sigterm(10 * time.Second)
-	if flipEvery(t, filepath.Join(f.DataDir(), "fsm.db"), needle) == 0 {
-		t.Fatalf("the value is not in %s's state file", f.ID())
+// Damage in a stopped follower's state file, found two ways: a flipped bit
+// fails its record's checksum on the first read that meets it (the state
+// check at start reads every record); a record rewritten whole with a valid
+// checksum (a lost or misdirected write: no checksum can tell) is found by
+// the state check at its start: the leader appends a check for the
+// restarted node, every replica digests its state file at that entry, the
+// follower's digest differs from the two others', and the leader counts
+// the peer that differed. Either way the follower rebuilds itself from the
+// leader and reads the value as written.
+func TestAStateFileDamagedUnderAFollowerIsFoundAndRebuilt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path, needle string)
+		peer   bool // found by the state check's comparison
+	}{
+		{"a flipped bit", func(t *testing.T, path, needle string) {
+			if flipEvery(t, path, needle) == 0 {
+				t.Fatalf("the value is not in %s", path)
+			}
+		}, false},
+		{"a record rewritten with a valid checksum", rewriteKV, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, nodeOpts{})
+			l := c.leader(30 * time.Second)
+			const needle = "a-value-whose-bytes-the-disk-will-flip"
+			l.api(t).mustStatus(200, "POST", "/api/v1/kv", map[string]any{"operations": []any{
+				map[string]any{"op": "put", "ns": "ledger", "key": "balance", "value": needle, "forever": true}}})
+			awaitSameState(t, c.others(), 20*time.Second)
+			f := c.others(l)[0]
+			f.sigterm(10 * time.Second)
+			tc.damage(t, filepath.Join(f.DataDir(), "fsm.db"), needle)
+			since := time.Now()
+			f.launch()
+			awaitRebuilt(t, c, f, 90*time.Second)
+			t.Logf("%s's damaged state file found and rebuilt in %v", f.ID(), time.Since(since).Round(time.Millisecond))
+			if kept, _ := filepath.Glob(filepath.Join(f.DataDir(), "damaged", "*", "fsm.db")); len(kept) != 1 {
+				t.Fatalf("the damaged state file was not kept aside: %v", kept)
+			}
+			if tc.peer {
+				m := string(c.leader(10*time.Second).api(t).must("GET", "/metrics/prometheus", nil).Body)
+				if !regexp.MustCompile(`queen_state_check_total\{result="peer_differs"\} [1-9]`).MatchString(m) {
+					t.Fatalf("the leader did not count the peer that differed:\n%s", grepLines(m, "queen_state_check"))
+				}
+			}
+			r := f.api(t).mustStatus(200, "GET", "/api/v1/kv/ledger/balance", nil)
+			if !bytes.Contains(r.Body, []byte(needle)) {
+				t.Fatalf("the rebuilt node reads %s", r.Body)
+			}
+		})
 	}
-	since := time.Now()
-	f.launch()
-	awaitRebuilt(t, c, f, 90*time.Second)
-	t.Logf("%s's damaged state file found and rebuilt in %v", f.ID(), time.Since(since).Round(time.Millisecond))
-	if kept, _ := filepath.Glob(filepath.Join(f.DataDir(), "damaged", "*", "fsm.db")); len(kept) != 1 {
-		t.Fatalf("the damaged state file was not kept aside: %v", kept)
+}
+
+// rewriteKV rewrites the KV record holding needle in the state file at
+// path, with another value of the same length and a valid checksum, as a
+// write the disk lost or put in the wrong place would leave it.
+func rewriteKV(t *testing.T, path, needle string) {
+	t.Helper()
+	db, err := store.Open(path, fsm.Buckets, store.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	m := string(c.leader(10*time.Second).api(t).must("GET", "/metrics/prometheus", nil).Body)
-	if !regexp.MustCompile(`queen_state_check_total\{result="peer_differs"\} [1-9]`).MatchString(m) {
-		t.Fatalf("the leader did not count the peer that differed:\n%s", grepLines(m, "queen_state_check"))
+	defer db.Close()
+	found := false
+	if err := db.Update(func(b *store.Batch) error {
+		tx := b.Begin()
+		c := tx.Cursor(kvstore.BucketEntries)
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if bytes.Contains(v, []byte(needle)) {
+				tx.Put(kvstore.BucketEntries, append([]byte(nil), k...), bytes.ReplaceAll(v, []byte(needle), bytes.Repeat([]byte("x"), len(needle))))
+				found = true
+			}
+		}
+		return tx.Commit()
+	}); err != nil {
+		t.Fatal(err)
 	}
-	r := f.api(t).mustStatus(200, "GET", "/api/v1/kv/ledger/balance", nil)
-	if !bytes.Contains(r.Body, []byte(needle)) {
-		t.Fatalf("the rebuilt node reads %s", r.Body)
+	if !found {
+		t.Fatalf("no KV record holds %q", needle)
 	}
 }
 

@@ -318,6 +318,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		}
 		return b.Put(bMeta, metaKey, v)
 	})
+	if errors.Is(err, store.ErrCorrupt) {
+		// A command read a record of the state file that fails its
+		// checksum: as with damaged message files, nothing of the batch is
+		// kept and apply stops here.
+		f.opts.Damage.Note(damage.StateFile, err)
+		f.halt("a command read a damaged record of the state file", logs[0].Index, err)
+		return make([]interface{}, len(logs))
+	}
 	if err != nil && msgs.Damaged() != nil {
 		// A command read damaged message bytes: its outcome could differ
 		// from the other replicas'. Nothing of the batch is kept (the store
@@ -507,6 +515,9 @@ func (f *FSM) noteKeys(k *Kind, cmd *command.Command, index uint64, meta *comman
 func (f *FSM) runHandler(k *Kind, c *applyCtx, cmd *command.Command) (res proto.Message, keep bool) {
 	defer func() {
 		if r := recover(); r != nil {
+			if ce, ok := r.(*store.CorruptError); ok {
+				panic(ce) // not the command's doing: the batch fails (ApplyBatch halts)
+			}
 			f.log.Error("command panicked; its writes were discarded", "index", c.index, "op", k.Name, "panic", r)
 			if m := f.opts.Metrics; m != nil {
 				m.applyPanics.Inc()
@@ -524,7 +535,11 @@ func (f *FSM) runHandler(k *Kind, c *applyCtx, cmd *command.Command) (res proto.
 // Read runs fn on a consistent view of the state as of a whole applied
 // batch: a reader never sees part of an entry's writes.
 func (f *FSM) Read(fn func(r *Reader) error) error {
-	return f.db.View(func(sr store.Reader) error { return fn(f.reader(sr)) })
+	err := f.db.View(func(sr store.Reader) error { return fn(f.reader(sr)) })
+	if errors.Is(err, store.ErrCorrupt) {
+		f.opts.Damage.Note(damage.StateFile, err)
+	}
+	return err
 }
 
 // Snapshot pins the current state; Persist streams it while Apply goes on.

@@ -69,11 +69,11 @@ func (r overlayReader) Get(b Bucket, key []byte) []byte {
 			}
 		}
 	}
-	return r.tx.Bucket(b).Get(key)
+	return bucketOf(r.tx, b, false).Get(key)
 }
 
 func (r overlayReader) Cursor(b Bucket) Cursor {
-	var c Cursor = r.tx.Bucket(b).Cursor()
+	c := bucketOf(r.tx, b, false).Cursor()
 	for _, l := range r.layers {
 		if sb := l[string(b)]; sb != nil && len(sb.writes) > 0 {
 			c = &mergedCursor{base: c, sb: sb}
@@ -102,7 +102,7 @@ func (db *DB) view() (Reader, func(), error) {
 	}
 	end := func() { _ = tx.Rollback() }
 	if len(ls) == 0 {
-		return readTx{tx}, end, nil
+		return readTx{tx: tx}, end, nil
 	}
 	return overlayReader{tx: tx, layers: ls}, end, nil
 }

@@ -61,7 +61,14 @@ type DB struct {
 	opts     Options
 	buckets  []Bucket
 	setAside string // where an untrusted file was moved at Open ("" = none)
+	// sealedAtOpen: records of a file without checksums given theirs when
+	// it opened (checksum.go)
+	sealedAtOpen int
 }
+
+// SealedAtOpen is how many records had no checksum yet when the file
+// opened (a state file of format 4 or before), all of which have one now.
+func (db *DB) SealedAtOpen() int { return db.sealedAtOpen }
 
 // Open opens (creating if needed) the state file at path and makes sure every
 // bucket exists.
@@ -119,7 +126,9 @@ func (db *DB) open() error {
 				return err
 			}
 		}
-		return nil
+		// a file of state format 4 or before: every record gets its checksum
+		db.sealedAtOpen, err = addChecksums(tx)
+		return err
 	})
 	if err != nil {
 		b.Close()
@@ -180,7 +189,9 @@ func (db *DB) SetAside() string { return db.setAside }
 
 // View runs fn in a read-only transaction: a consistent view as of the last
 // batch Update applied (committed to the file or not yet).
-func (db *DB) View(fn func(r Reader) error) error {
+// A record that fails its checksum (checksum.go) ends fn with a
+// *CorruptError.
+func (db *DB) View(fn func(r Reader) error) (err error) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.bolt == nil {
@@ -191,6 +202,7 @@ func (db *DB) View(fn func(r Reader) error) error {
 		return err
 	}
 	defer end()
+	defer catchCorrupt(&err)
 	return fn(r)
 }
 
@@ -221,6 +233,7 @@ func (db *DB) Update(fn func(b *Batch) error) error {
 	if db.bolt == nil {
 		return ErrClosed
 	}
+	fn = checkedUpdate(fn)
 	if db.opts.CommitEvery <= 1 {
 		return db.bolt.Update(func(tx *bolt.Tx) error { return fn(&Batch{tx: tx}) })
 	}
@@ -230,6 +243,15 @@ func (db *DB) Update(fn func(b *Batch) error) error {
 		return db.failed
 	}
 	return db.update(fn)
+}
+
+// checkedUpdate is fn ending with a *CorruptError where a read inside it
+// meets a record that fails its checksum.
+func checkedUpdate(fn func(b *Batch) error) func(b *Batch) error {
+	return func(b *Batch) (err error) {
+		defer catchCorrupt(&err)
+		return fn(b)
+	}
 }
 
 // Snapshot is a consistent copy of the file being written out.
@@ -269,7 +291,7 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.tx.WriteTo(w) 
 func (s *Snapshot) Size() int64 { return s.tx.Size() }
 
 // Reader reads the pinned state.
-func (s *Snapshot) Reader() Reader { return readTx{s.tx} }
+func (s *Snapshot) Reader() Reader { return readTx{tx: s.tx} }
 
 // Release ends the snapshot.
 func (s *Snapshot) Release() {
@@ -337,7 +359,10 @@ func Probe(path string, check func(Reader) error) error {
 	if check == nil {
 		return nil
 	}
-	return probe.View(func(tx *bolt.Tx) error { return check(readTx{tx}) })
+	return probe.View(func(tx *bolt.Tx) (err error) {
+		defer catchCorrupt(&err)
+		return check(readTx{tx: tx, plain: !hasChecksums(tx)})
+	})
 }
 
 // Abort drops a prepared image.

@@ -26,10 +26,15 @@ type Cursor interface {
 	Prev() (key, value []byte)
 }
 
-type readTx struct{ tx *bolt.Tx }
+// readTx reads a bbolt transaction's records, checked (plain: an image
+// without checksums, checksum.go).
+type readTx struct {
+	tx    *bolt.Tx
+	plain bool
+}
 
-func (r readTx) Get(b Bucket, key []byte) []byte { return r.tx.Bucket(b).Get(key) }
-func (r readTx) Cursor(b Bucket) Cursor          { return r.tx.Bucket(b).Cursor() }
+func (r readTx) Get(b Bucket, key []byte) []byte { return bucketOf(r.tx, b, r.plain).Get(key) }
+func (r readTx) Cursor(b Bucket) Cursor          { return bucketOf(r.tx, b, r.plain).Cursor() }
 
 // Batch is the write transaction of one batch of log entries. Its writes
 // go into the state file's write transaction and, when the file commits
@@ -47,11 +52,11 @@ func (b *Batch) Begin() *Tx {
 }
 
 // Reader reads the batch as committed so far.
-func (b *Batch) Reader() Reader { return readTx{b.tx} }
+func (b *Batch) Reader() Reader { return readTx{tx: b.tx} }
 
 // Put writes straight into the batch (bookkeeping outside any command).
 func (b *Batch) Put(bucket Bucket, key, value []byte) error {
-	if err := b.tx.Bucket(bucket).Put(key, value); err != nil {
+	if err := bucketOf(b.tx, bucket, false).Put(key, value); err != nil {
 		return err
 	}
 	b.layer.note(bucket, key, value)
@@ -97,7 +102,7 @@ func (t *Tx) Get(b Bucket, key []byte) []byte {
 			return v
 		}
 	}
-	return t.base.Bucket(b).Get(key)
+	return bucketOf(t.base, b, false).Get(key)
 }
 
 // Put stages key = value. A nil value is stored as an empty one.
@@ -143,7 +148,7 @@ func (t *Tx) Commit() error {
 	sort.Strings(names)
 	for _, n := range names {
 		sb := t.staged[n]
-		bk := t.base.Bucket(sb.name)
+		bk := bucketOf(t.base, sb.name, false)
 		for _, k := range sb.sortedKeys() {
 			v := sb.writes[k]
 			var err error
@@ -177,7 +182,7 @@ func (sb *stagedBucket) sortedKeys() []string {
 // Cursor walks the bucket with the staged writes merged in. With nothing
 // staged in the bucket it is bbolt's own cursor.
 func (t *Tx) Cursor(b Bucket) Cursor {
-	var base Cursor = t.base.Bucket(b).Cursor()
+	base := bucketOf(t.base, b, false).Cursor()
 	sb := t.bucket(b, false)
 	if sb == nil || len(sb.writes) == 0 {
 		return base
