@@ -30,11 +30,27 @@ func (n *Node) SetForwarder(f Forwarder) { n.fwd = f }
 // leaderWait bounds how long a request waits for an election to finish.
 const leaderWait = 5 * time.Second
 
+// How a forwarded call may be ended when the leader changes under it.
+type forwardKind int
+
+const (
+	// forwardWrite: a write forwarded to a leader that was replaced (or
+	// lost) while the call waited ends at once with ErrOutcomeUnknown (the
+	// old leader may have appended it, and it may yet commit), instead of
+	// waiting out the forward's deadline on a leader that may never answer
+	// (a deaf one).
+	forwardWrite forwardKind = iota
+	// forwardRead: a read is asked again of the new leader.
+	forwardRead
+)
+
 // route runs local when this node leads and remote against the leader
 // otherwise: the one forwarding path every front end uses. While there is
 // no leader it waits (up to leaderWait and the caller's deadline); a target
 // that turns out not to lead did nothing, so route tries the new leader.
-func route[T any](n *Node, ctx context.Context, local func() (T, error), remote func(addr string) (T, error)) (T, error) {
+// The ctx remote gets ends when this node sees the leader change (kind
+// says what then).
+func route[T any](n *Node, ctx context.Context, kind forwardKind, local func() (T, error), remote func(ctx context.Context, addr string) (T, error)) (T, error) {
 	var zero T
 	deadline := time.Now().Add(leaderWait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
@@ -46,7 +62,14 @@ func route[T any](n *Node, ctx context.Context, local func() (T, error), remote 
 		if n.raft.State() == raft.Leader {
 			v, err = local()
 		} else if addr := n.leaderForwardAddr(); addr != "" && n.fwd != nil {
-			v, err = remote(addr)
+			var moved bool
+			v, moved, err = forwardInEpoch(n, ctx, addr, remote)
+			switch {
+			case moved && kind == forwardWrite:
+				return zero, fmt.Errorf("%w: the leader changed while the write was forwarded to it", ErrOutcomeUnknown)
+			case moved:
+				err = ErrNotLeader // ask the new one
+			}
 		} else {
 			err = n.notLeader()
 		}
@@ -64,6 +87,18 @@ func route[T any](n *Node, ctx context.Context, local func() (T, error), remote 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// forwardInEpoch runs remote with a ctx that also ends when this node
+// sees the leader change; moved reports that remote failed because it did
+// (the epoch ended it, not the caller, not an answer of the leader's).
+func forwardInEpoch[T any](n *Node, ctx context.Context, addr string, remote func(ctx context.Context, addr string) (T, error)) (v T, moved bool, err error) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(n.leaders.current(), cancel)
+	defer stop()
+	v, err = remote(fctx, addr)
+	return v, err != nil && fctx.Err() != nil && ctx.Err() == nil, err
 }
 
 // leaderForwardAddr is the leader's forwarding address, from gossip.
@@ -89,9 +124,9 @@ func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, 
 		return nil, err
 	}
 	defer release()
-	return route(n, ctx,
+	return route(n, ctx, forwardWrite,
 		func() (proto.Message, error) { return n.applyLocal(ctx, cmd) },
-		func(addr string) (proto.Message, error) { return n.fwd.Apply(ctx, addr, cmd) })
+		func(ctx context.Context, addr string) (proto.Message, error) { return n.fwd.Apply(ctx, addr, cmd) })
 }
 
 // refused is the answer this node's state already gives cmd without an
@@ -240,9 +275,9 @@ const (
 // Read runs fn over a consistent view of the state at the given level.
 func (n *Node) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) error) error {
 	if level == Linearizable {
-		index, err := route(n, ctx,
+		index, err := route(n, ctx, forwardRead,
 			func() (uint64, error) { return n.ReadIndex(ctx) },
-			func(addr string) (uint64, error) { return n.fwd.ReadIndex(ctx, addr) })
+			func(ctx context.Context, addr string) (uint64, error) { return n.fwd.ReadIndex(ctx, addr) })
 		if err != nil {
 			return err
 		}
@@ -260,9 +295,9 @@ func (n *Node) Query(ctx context.Context, level ReadLevel, q *command.Query) (*c
 	if level == Stale {
 		return n.answer(q)
 	}
-	return route(n, ctx,
+	return route(n, ctx, forwardRead,
 		func() (*command.QueryResult, error) { return n.QueryLocal(ctx, q) },
-		func(addr string) (*command.QueryResult, error) { return n.fwd.Query(ctx, addr, q) })
+		func(ctx context.Context, addr string) (*command.QueryResult, error) { return n.fwd.Query(ctx, addr, q) })
 }
 
 // QueryLocal answers a linearizable query if this node leads, else

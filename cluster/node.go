@@ -129,8 +129,9 @@ type Node struct {
 	slots    chan struct{}        // one per write in flight (MaxInflight)
 	disk     *diskspace.Monitor
 
-	members *members  // nil without gossip (a single node started alone)
-	fwd     Forwarder // nil until SetForwarder
+	members *members      // nil without gossip (a single node started alone)
+	leaders *leaderEpochs // ends forwards to a leader that was replaced
+	fwd     Forwarder     // nil until SetForwarder
 
 	stop      chan struct{}
 	draining  chan struct{} // closed by Drain: parked long-polls answer empty
@@ -170,6 +171,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "node", "node", cfg.NodeID),
 		clock: newStampClock(), hub: newHub(), parking: newParking(), appliedCh: make(chan struct{}),
 		stop: make(chan struct{}), draining: make(chan struct{}), slots: make(chan struct{}, cfg.MaxInflight),
+		leaders: newLeaderEpochs(),
 	}
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return nil, err
@@ -238,7 +240,8 @@ func Start(cfg Config) (*Node, error) {
 		n.wg.Add(1)
 		go n.resyncLoop(rs)
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.watchLeaders()
 	go n.watchLeadership()
 	go n.snapshotLoop()
 	go n.flushLoop()

@@ -16,9 +16,11 @@ import (
 // messages with their stored records.
 func (n *Node) Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
 	deadline := time.Now().Add(wait)
-	return route(n, ctx,
+	return route(n, ctx, forwardWrite,
 		func() (*command.PopResult, error) { return n.PopLocal(ctx, in, time.Until(deadline)) },
-		func(addr string) (*command.PopResult, error) { return n.fwd.Pop(ctx, addr, in, time.Until(deadline)) })
+		func(ctx context.Context, addr string) (*command.PopResult, error) {
+			return n.fwd.Pop(ctx, addr, in, time.Until(deadline))
+		})
 }
 
 // PopLocal runs a pop on this node, which must lead (ErrNotLeader

@@ -120,9 +120,11 @@ var ErrUnknownServer = errors.New("cluster: no such server in the configuration"
 // RemoveServer removes a node from the Raft configuration (an operator's
 // decision; see reconcile). It runs on the leader.
 func (n *Node) RemoveServer(ctx context.Context, id, actor string) error {
-	_, err := route(n, ctx,
+	_, err := route(n, ctx, forwardWrite,
 		func() (struct{}, error) { return struct{}{}, n.RemoveServerLocal(id, actor) },
-		func(addr string) (struct{}, error) { return struct{}{}, n.fwd.RemoveServer(ctx, addr, id, actor) })
+		func(ctx context.Context, addr string) (struct{}, error) {
+			return struct{}{}, n.fwd.RemoveServer(ctx, addr, id, actor)
+		})
 	return err
 }
 
