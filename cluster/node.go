@@ -187,10 +187,16 @@ func Start(cfg Config) (*Node, error) {
 	hlog := newHCLogger(cfg.Logger, "raft")
 	open := func(marker *resyncMarker) error { return n.openFiles(marker, fsmMetrics, hlog) }
 	if err := open(marker); err != nil {
-		return nil, err
+		if marker != nil || !store.Damaged(err) {
+			return nil, err
+		}
+		if marker, err = n.resyncDamagedState(err, hlog, open); err != nil {
+			return nil, err
+		}
 	}
 	if marker == nil {
 		if conf, err := n.checkLogAtOpen(); err != nil {
+			n.closeStores()
 			if marker, err = n.resyncAtOpen(conf, err, open); err != nil {
 				return nil, err
 			}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/queen-node/queen-node/damage"
@@ -205,14 +206,14 @@ func (n *Node) checkLogAtOpen() (raft.Configuration, error) {
 // process at an entry it cannot read): the marker is written and the node
 // opens its files again, the damaged ones set aside. The only voter has
 // nothing to rebuild from and refuses to start, saying why.
+// The caller has closed what it opened.
 func (n *Node) resyncAtOpen(conf raft.Configuration, found error, reopen func(*resyncMarker) error) (*resyncMarker, error) {
 	others := false
 	for _, s := range conf.Servers {
 		others = others || (s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID)
 	}
-	n.closeStores()
 	if !others {
-		return nil, fmt.Errorf("cluster: the raft log or snapshot is damaged (%v) and this node is the only voter: there is no replica to rebuild it from; "+
+		return nil, fmt.Errorf("cluster: this node's files are damaged (%v) and this node is the only voter: there is no replica to rebuild them from; "+
 			"restore a backup (README, \"Damaged files\")", found)
 	}
 	f, _, ok := n.damage.Damaged()
@@ -223,8 +224,23 @@ func (n *Node) resyncAtOpen(conf raft.Configuration, found error, reopen func(*r
 		return nil, fmt.Errorf("cluster: write the RESYNC marker: %w", err)
 	}
 	m := &resyncMarker{Where: f.Where, Reason: f.Reason, At: f.At}
-	n.log.Warn("this node's raft files are damaged; it rebuilds its state from the leader", "where", f.Where, "err", found)
+	n.log.Warn("this node's files are damaged; it rebuilds its state from the leader", "where", f.Where, "err", found)
 	return m, reopen(m)
+}
+
+// resyncDamagedState turns a state file that does not open for damage
+// (store.Damaged: a record of its meta fails its checksum, bbolt's meta
+// pages are invalid) into a resync, reading the configuration from the
+// Raft stores, opened without a transport.
+func (n *Node) resyncDamagedState(found error, hlog hclog.Logger, reopen func(*resyncMarker) error) (*resyncMarker, error) {
+	n.damage.Note(damage.StateFile, found)
+	stores, err := raftlog.Open(raftlog.Config{Dir: filepath.Join(n.cfg.DataDir, "raft"), Log: n.cfg.RaftLog, Logger: hlog, NoTransport: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w (and the raft stores do not open to tell whether other voters hold the state: %v)", found, err)
+	}
+	conf, _ := stores.CheckLog()
+	stores.Close()
+	return n.resyncAtOpen(conf, found, reopen)
 }
 
 // onDamaged is what a node does with the first damage it finds (step 1).

@@ -133,9 +133,11 @@ func flipEvery(t *testing.T, dir, needle string) int {
 	return n
 }
 
-// Damage in a stopped follower's state file, found two ways: a flipped bit
-// fails its record's checksum on the first read that meets it (the state
-// check at start reads every record); a record rewritten whole with a valid
+// Damage in a stopped follower's state file, found three ways: a flipped
+// bit fails its record's checksum on the first read that meets it (the
+// state check at start reads every record); meta pages bbolt finds invalid
+// stop the file from opening (the node reads the configuration from its
+// Raft files instead, and rebuilds); a record rewritten whole with a valid
 // checksum (a lost or misdirected write: no checksum can tell) is found by
 // the state check at its start: the leader appends a check for the
 // restarted node, every replica digests its state file at that entry, the
@@ -154,6 +156,7 @@ func TestAStateFileDamagedUnderAFollowerIsFoundAndRebuilt(t *testing.T) {
 			}
 		}, false},
 		{"a record rewritten with a valid checksum", rewriteKV, true},
+		{"both meta pages, so that bbolt does not open it", flipMetaPages, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := startCluster(t, nodeOpts{})
@@ -183,6 +186,27 @@ func TestAStateFileDamagedUnderAFollowerIsFoundAndRebuilt(t *testing.T) {
 				t.Fatalf("the rebuilt node reads %s", r.Body)
 			}
 		})
+	}
+}
+
+// flipMetaPages flips a bit of the magic number of both of bbolt's meta
+// pages (pages 0 and 1, after each page's 16-byte header).
+func flipMetaPages(t *testing.T, path, _ string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, off := range []int64{16, int64(os.Getpagesize()) + 16} {
+		b := []byte{0}
+		if _, err := f.ReadAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x01
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

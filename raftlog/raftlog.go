@@ -42,6 +42,9 @@ type Config struct {
 	// OnCorrupt is told of every command entry read from the log files
 	// whose checksum fails (command.CheckEntry); nil = only logged.
 	OnCorrupt func(error)
+	// NoTransport opens the stores only (Stores.Transport is nil): to read
+	// them before the node starts.
+	NoTransport bool
 }
 
 // Stores are the opened parts.
@@ -140,6 +143,9 @@ func Open(cfg Config) (*Stores, error) {
 	if err != nil {
 		return fail(fmt.Errorf("raftlog: snapshots: %w", err))
 	}
+	if cfg.NoTransport {
+		return &Stores{Log: logs, Stable: bs, Snapshots: snaps, LogKind: kind, bolt: bs, closeLog: closeLog, onCorrupt: cfg.OnCorrupt}, nil
+	}
 	adv := cfg.AdvertiseAddr
 	if adv == "" {
 		adv = cfg.BindAddr
@@ -173,7 +179,10 @@ func Open(cfg Config) (*Stores, error) {
 
 // Close closes the transport, the log and the stable store.
 func (s *Stores) Close() error {
-	errs := []error{s.Transport.Close()}
+	var errs []error
+	if s.Transport != nil {
+		errs = append(errs, s.Transport.Close())
+	}
 	if s.closeLog != nil {
 		errs = append(errs, s.closeLog())
 	}

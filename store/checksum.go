@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Per-record checksums (state format 5). bbolt checks its pages' structure,
@@ -44,6 +45,13 @@ func (e *CorruptError) Error() string {
 }
 
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Damaged reports whether err says the state file is damaged: a record
+// failed its checksum, or bbolt found its meta pages invalid.
+func Damaged(err error) bool {
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) ||
+		errors.Is(err, berrors.ErrVersionMismatch)
+}
 
 func recordCRC(b Bucket, key, value []byte) uint32 {
 	c := crc32.Update(0, castagnoli, b)
