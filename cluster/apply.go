@@ -61,9 +61,9 @@ func route[T any](n *Node, ctx context.Context, kind forwardKind, local func() (
 		var v T
 		if n.raft.State() == raft.Leader {
 			v, err = local()
-		} else if addr := n.leaderForwardAddr(); addr != "" && n.fwd != nil {
+		} else if id, addr := n.leaderForwardAddr(); addr != "" && n.fwd != nil {
 			var moved bool
-			v, moved, err = forwardInEpoch(n, ctx, addr, remote)
+			v, moved, err = forwardInEpoch(n, ctx, id, addr, remote)
 			switch {
 			case moved && kind == forwardWrite:
 				return zero, fmt.Errorf("%w: the leader changed while the write was forwarded to it", ErrOutcomeUnknown)
@@ -92,25 +92,25 @@ func route[T any](n *Node, ctx context.Context, kind forwardKind, local func() (
 // forwardInEpoch runs remote with a ctx that also ends when this node
 // sees the leader change; moved reports that remote failed because it did
 // (the epoch ended it, not the caller, not an answer of the leader's).
-func forwardInEpoch[T any](n *Node, ctx context.Context, addr string, remote func(ctx context.Context, addr string) (T, error)) (v T, moved bool, err error) {
+func forwardInEpoch[T any](n *Node, ctx context.Context, leader, addr string, remote func(ctx context.Context, addr string) (T, error)) (v T, moved bool, err error) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(n.leaders.current(), cancel)
+	stop := context.AfterFunc(n.leaders.of(leader), cancel)
 	defer stop()
 	v, err = remote(fctx, addr)
 	return v, err != nil && fctx.Err() != nil && ctx.Err() == nil, err
 }
 
-// leaderForwardAddr is the leader's forwarding address, from gossip.
-func (n *Node) leaderForwardAddr() string {
-	_, id := n.raft.LeaderWithID()
-	if id == "" || n.members == nil {
-		return ""
+// leaderForwardAddr is the leader's id and forwarding address, from gossip.
+func (n *Node) leaderForwardAddr() (id, addr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" || n.members == nil {
+		return "", ""
 	}
-	if m, ok := n.members.byID(string(id)); ok {
-		return m.GRPC
+	if m, ok := n.members.byID(string(lid)); ok {
+		return string(lid), m.GRPC
 	}
-	return ""
+	return "", ""
 }
 
 // Apply turns cmd into one log entry, on the leader, and returns the FSM's

@@ -14,6 +14,7 @@ import (
 // deadline: a deaf leader never answers.
 type leaderEpochs struct {
 	mu     sync.Mutex
+	leader string // the epoch's leader ("" = none known)
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -24,23 +25,23 @@ func newLeaderEpochs() *leaderEpochs {
 	return e
 }
 
-// current is the context of the present epoch.
-func (e *leaderEpochs) current() context.Context {
+// of is the context of leader's epoch: the present one if leader is its
+// leader, else a new one (the one before ends: this node knows another
+// leader now, whichever of Raft's report and a caller's look came first).
+func (e *leaderEpochs) of(leader string) context.Context {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if leader != e.leader {
+		e.cancel()
+		e.leader = leader
+		e.ctx, e.cancel = context.WithCancel(context.Background())
+	}
 	return e.ctx
 }
 
-// next ends the present epoch and starts another.
-func (e *leaderEpochs) next() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.cancel()
-	e.ctx, e.cancel = context.WithCancel(context.Background())
-}
-
 // watchLeaders starts a new epoch on every change of leader Raft reports,
-// until the node stops.
+// until the node stops (the raft observer may report one leader twice, or
+// after a forward already looked: of starts an epoch only for another).
 func (n *Node) watchLeaders() {
 	defer n.wg.Done()
 	ch := make(chan raft.Observation, 16)
@@ -52,10 +53,10 @@ func (n *Node) watchLeaders() {
 	defer n.raft.DeregisterObserver(obs)
 	for {
 		select {
-		case <-ch:
-			n.leaders.next()
+		case o := <-ch:
+			n.leaders.of(string(o.Data.(raft.LeaderObservation).LeaderID))
 		case <-n.stop:
-			n.leaders.next()
+			n.leaders.of("") // the node stops: nothing forwarded waits for it
 			return
 		}
 	}
