@@ -71,9 +71,20 @@ func (n *Node) reconcile() {
 }
 
 // demoteResyncing makes a node that says it is resyncing a non-voter
-// (resync.go, step 3); a node not in the configuration is not added.
+// (resync.go, step 3); one not in the configuration (removed while it was
+// damaged) joins as a non-voter, to be rebuilt and promoted like the others.
 func (n *Node) demoteResyncing(m Member, s raft.Server, known bool) {
-	if !known || s.Suffrage != raft.Voter {
+	if !known {
+		if err := n.checkPeer(m.Raft); err != nil {
+			n.log.Warn("not adding a node whose Raft port does not prove a certificate of the cluster CA", "id", m.ID, "addr", m.Raft, "err", err)
+			return
+		}
+		if err := n.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Raft), 0, 10*time.Second).Error(); err != nil {
+			n.log.Warn("adding a resyncing node as a non-voter failed; will retry", "id", m.ID, "err", err)
+		}
+		return
+	}
+	if s.Suffrage != raft.Voter {
 		return
 	}
 	if err := n.raft.DemoteVoter(raft.ServerID(m.ID), 0, 10*time.Second).Error(); err != nil {

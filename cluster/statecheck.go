@@ -87,12 +87,15 @@ func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 		release() // the check before is still digesting; this one is passed over
 		return
 	}
+	pinsEnd := n.db.PinsEnd()
 	go func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
 			select {
 			case <-n.stop:
+				cancel()
+			case <-pinsEnd: // a snapshot is being installed: let it in, drop this check
 				cancel()
 			case <-ctx.Done():
 			}

@@ -64,6 +64,9 @@ type DB struct {
 	// sealedAtOpen: records of a file without checksums given theirs when
 	// it opened (checksum.go)
 	sealedAtOpen int
+
+	pinsMu  sync.Mutex
+	pinsEnd chan struct{} // closed when a restore is about to wait for pinned views
 }
 
 // SealedAtOpen is how many records had no checksum yet when the file
@@ -208,7 +211,8 @@ func (db *DB) View(fn func(r Reader) error) (err error) {
 
 // Pin opens a consistent view as of the last batch Update applied, like
 // View, that lasts until release is called (which the caller must do;
-// Close and Restore wait for it). Writes continue meanwhile.
+// Close and Restore wait for it, so a long reader watches PinsEnd). Writes
+// continue meanwhile.
 func (db *DB) Pin() (r Reader, release func(), err error) {
 	db.mu.RLock()
 	if db.bolt == nil {
@@ -222,6 +226,27 @@ func (db *DB) Pin() (r Reader, release func(), err error) {
 	}
 	var once sync.Once
 	return r, func() { once.Do(func() { end(); db.mu.RUnlock() }) }, nil
+}
+
+// PinsEnd is closed when a restore is about to replace the state: a
+// pinned view (Pin) should be released at once, since the restore and
+// every reader after it wait for it.
+func (db *DB) PinsEnd() <-chan struct{} {
+	db.pinsMu.Lock()
+	defer db.pinsMu.Unlock()
+	if db.pinsEnd == nil {
+		db.pinsEnd = make(chan struct{})
+	}
+	return db.pinsEnd
+}
+
+func (db *DB) endPins() {
+	db.pinsMu.Lock()
+	defer db.pinsMu.Unlock()
+	if db.pinsEnd != nil {
+		close(db.pinsEnd)
+		db.pinsEnd = nil
+	}
 }
 
 // Update runs fn in the single write transaction and commits it (with fsync
@@ -374,6 +399,7 @@ func (p *PendingRestore) Abort() { os.Remove(p.tmp) }
 // it); its error stops the swap.
 func (p *PendingRestore) Commit(before func() error) error {
 	db := p.db
+	db.endPins()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if before != nil {
