@@ -257,7 +257,7 @@ func TestTheOnlyVoterRefusesToStartOnADamagedLog(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("start on a damaged log: %v, want exit status 1\n%s", err, out)
 	}
-	if !bytes.Contains(out, []byte("this node is the only voter: there is no replica to rebuild it from")) || bytes.Contains(out, []byte("panic")) {
+	if !bytes.Contains(out, []byte("this node is the only voter: there is no replica to rebuild them from")) || bytes.Contains(out, []byte("panic")) {
 		t.Fatalf("the refusal does not say why:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(n.DataDir(), "damaged")); !os.IsNotExist(err) {
