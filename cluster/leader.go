@@ -92,9 +92,9 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 			n.drainBuffer(stop)
 		case <-membership.C:
 			n.reconcile()
-			n.proposeStateCheck(stop, false)
+			n.proposeStateCheck(false)
 		case <-checks.C:
-			n.proposeStateCheck(stop, true)
+			n.proposeStateCheck(true)
 		case <-timers.C:
 			n.fireTimers(stop)
 		case <-changed:

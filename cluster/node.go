@@ -105,6 +105,7 @@ type Node struct {
 	fsm    *fsm.FSM
 	damage *damage.Report              // what this node found damaged in its files
 	checks *stateChecks                // state checks against the other replicas
+	pacer  *scrub.Pacer                // the scrub's and the state checks' one read rate; nil = unbounded
 	resync atomic.Pointer[resyncState] // nil unless rebuilding from the leader
 	// quarantine: neither votes nor stands (a resync, a damaged log at
 	// open); nil = never quarantined in this process
@@ -183,7 +184,10 @@ func Start(cfg Config) (*Node, error) {
 	}
 	fsmMetrics := fsm.NewMetrics(cfg.Registry)
 	n.damage = damage.New(n.log, cfg.Registry)
-	n.checks = newStateChecks(cfg.ScrubRate, cfg.Registry)
+	n.checks = newStateChecks(cfg.Registry)
+	if cfg.ScrubRate > 0 {
+		n.pacer = scrub.NewPacer(cfg.ScrubRate)
+	}
 	hlog := newHCLogger(cfg.Logger, "raft")
 	open := func(marker *resyncMarker) error { return n.openFiles(marker, fsmMetrics, hlog) }
 	if err := open(marker); err != nil {
@@ -324,7 +328,7 @@ func (n *Node) scrubLoop() {
 	defer n.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-n.stop; cancel() }()
-	scrub.New(n.msgs, scrub.Options{BytesPerSecond: n.cfg.ScrubRate, Interval: n.cfg.ScrubInterval,
+	scrub.New(n.msgs, scrub.Options{Pacer: n.pacer, Interval: n.cfg.ScrubInterval,
 		Logger: n.log, Registry: n.cfg.Registry}).Run(ctx)
 }
 

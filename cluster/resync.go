@@ -173,10 +173,9 @@ func setAsideDamaged(dir string) (string, error) {
 
 // checkLogAtOpen checks every entry of the log (raftlog.CheckLog), the
 // newest snapshot's checksum, and that the log still reaches the entries
-// the state file holds: raft-wal
-// drops a tail whose commit frame fails its checksum as if a crash had torn
-// it, so a flipped bit there would silently cut entries this node
-// acknowledged. Damage found is reported (package damage). It returns the
+// the state file holds: raft-wal drops a tail whose commit frame fails its
+// checksum as if a crash had torn it, so a flipped bit there would
+// silently cut entries this node acknowledged. Damage found is reported (package damage). It returns the
 // latest configuration the log and snapshots hold.
 func (n *Node) checkLogAtOpen() (raft.Configuration, error) {
 	conf, err := n.stores.CheckLog()
@@ -204,15 +203,11 @@ func (n *Node) checkLogAtOpen() (raft.Configuration, error) {
 // resyncAtOpen turns damage the log's check at open found into a resync
 // before Raft starts (Raft's own start reads the log, and stops the
 // process at an entry it cannot read): the marker is written and the node
-// opens its files again, the damaged ones set aside. The only voter has
-// nothing to rebuild from and refuses to start, saying why.
-// The caller has closed what it opened.
+// opens its files again, the damaged ones set aside (the caller closed
+// what it had opened). The only voter has nothing to rebuild from and
+// refuses to start, saying why.
 func (n *Node) resyncAtOpen(conf raft.Configuration, found error, reopen func(*resyncMarker) error) (*resyncMarker, error) {
-	others := false
-	for _, s := range conf.Servers {
-		others = others || (s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID)
-	}
-	if !others {
+	if !otherVoterIn(votersIn(conf), n.cfg.NodeID) {
 		return nil, fmt.Errorf("cluster: this node's files are damaged (%v) and this node is the only voter: there is no replica to rebuild them from; "+
 			"restore a backup (README, \"Damaged files\")", found)
 	}
@@ -271,16 +266,38 @@ func (n *Node) onDamaged(f damage.Finding) {
 // hasOtherVoter reports whether the configuration has a voter besides this
 // node (a replica to rebuild from).
 func (n *Node) hasOtherVoter() bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID {
+	voters, _ := n.currentVoters()
+	return otherVoterIn(voters, n.cfg.NodeID)
+}
+
+func otherVoterIn(voters map[string]bool, self string) bool {
+	for id := range voters {
+		if id != self {
 			return true
 		}
 	}
 	return false
+}
+
+// votersIn is the ids of conf's voters.
+func votersIn(conf raft.Configuration) map[string]bool {
+	voters := map[string]bool{}
+	for _, s := range conf.Servers {
+		if s.Suffrage == raft.Voter {
+			voters[string(s.ID)] = true
+		}
+	}
+	return voters
+}
+
+// currentVoters is the ids of the voters of Raft's latest configuration;
+// false when Raft does not answer (it stopped).
+func (n *Node) currentVoters() (map[string]bool, bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	return votersIn(f.Configuration()), true
 }
 
 func (n *Node) resyncing() *resyncState { return n.resync.Load() }
@@ -336,7 +353,7 @@ func (n *Node) resyncStep(rs *resyncState) bool {
 	return true
 }
 
-// ResyncStatus reports the resync in progress, or nil.
+// resyncStatus reports the resync in progress, or nil.
 func (n *Node) resyncStatus() *ResyncStatus {
 	rs := n.resyncing()
 	if rs == nil {

@@ -3,12 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/damage"
@@ -38,8 +37,6 @@ const checkHexDigits = 16
 const checkAgain = 10 * time.Second
 
 type stateChecks struct {
-	limit *rate.Limiter // nil: unbounded
-
 	mu       sync.Mutex
 	running  bool
 	index    uint64 // of this node's last finished check
@@ -53,7 +50,7 @@ type stateChecks struct {
 	lastDone prometheus.Gauge
 }
 
-func newStateChecks(bytesPerSecond float64, reg prometheus.Registerer) *stateChecks {
+func newStateChecks(reg prometheus.Registerer) *stateChecks {
 	c := &stateChecks{warned: map[string]uint64{},
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "queen", Subsystem: "state_check", Name: "total",
 			Help: "State checks this node took part in, by result: match (a majority of the voters agree with its digest), " +
@@ -64,9 +61,6 @@ func newStateChecks(bytesPerSecond float64, reg prometheus.Registerer) *stateChe
 		lastDone: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "queen", Subsystem: "state_check", Name: "last_index",
 			Help: "The log index of the last state check this node digested its state file at."}),
 	}
-	if bytesPerSecond > 0 {
-		c.limit = rate.NewLimiter(rate.Limit(bytesPerSecond), max(int(bytesPerSecond), 64<<10))
-	}
 	for _, r := range []string{"match", "damaged", "peer_differs"} {
 		c.checks.WithLabelValues(r)
 	}
@@ -76,7 +70,8 @@ func newStateChecks(bytesPerSecond float64, reg prometheus.Registerer) *stateChe
 	return c
 }
 
-// onStateCheck is fsm.Options.OnStateCheck: digest view in the background.
+// onStateCheck is fsm.Options.OnStateCheck: digest view in the background,
+// at the pace the message scrub shares (n.pacer; unpaced without one).
 func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 	c := n.checks
 	c.mu.Lock()
@@ -89,41 +84,41 @@ func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 	}
 	pinsEnd := n.db.PinsEnd()
 	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
+		}()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
 			select {
 			case <-n.stop:
-				cancel()
 			case <-pinsEnd: // a snapshot is being installed: let it in, drop this check
-				cancel()
 			case <-ctx.Done():
 			}
+			cancel()
 		}()
+		var sink io.Writer = counted{c.bytes}
+		if n.pacer != nil {
+			sink = io.MultiWriter(sink, n.pacer.Writer(ctx))
+		}
 		var digest string
-		err := store.Checked(func() error {
-			digest = fsm.CheckDigest(view, &limitedWriter{ctx: ctx, limit: c.limit, count: c.bytes})
-			return nil
-		})
+		err := store.Checked(func() error { digest = fsm.CheckDigest(view, sink); return nil })
 		release()
-		if err != nil { // a record failed its checksum on the way
-			c.mu.Lock()
-			c.running = false
-			c.mu.Unlock()
+		switch {
+		case err != nil: // a record failed its checksum on the way
 			n.damage.Note(damage.StateFile, err)
 			return
-		}
-		c.mu.Lock()
-		c.running = false
-		if ctx.Err() == nil {
-			c.index, c.digest = index, digest[:checkHexDigits]
-		}
-		c.mu.Unlock()
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			return
 		}
+		digest = digest[:checkHexDigits]
+		c.mu.Lock()
+		c.index, c.digest = index, digest
+		c.mu.Unlock()
 		c.lastDone.Set(float64(index))
-		n.members.setCheck(index, digest[:checkHexDigits])
+		n.members.setCheck(index, digest)
 		n.compareChecks()
 	}()
 }
@@ -139,15 +134,9 @@ func (n *Node) compareChecks() {
 	if index == 0 || n.members == nil {
 		return
 	}
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	voters, ok := n.currentVoters()
+	if !ok {
 		return
-	}
-	voters := map[string]bool{}
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters[string(s.ID)] = true
-		}
 	}
 	digests := map[string]string{}
 	if voters[n.cfg.NodeID] {
@@ -214,7 +203,7 @@ func (n *Node) warnPeerOnce(id string, index uint64) bool {
 // proposeStateCheck, on the leader, appends a state check when due: every
 // interval, and for a live voter that published none yet (it started
 // since), at most once per checkAgain.
-func (n *Node) proposeStateCheck(stop chan struct{}, due bool) {
+func (n *Node) proposeStateCheck(due bool) {
 	if n.members == nil || n.cfg.ScrubRate <= 0 {
 		return
 	}
@@ -222,13 +211,7 @@ func (n *Node) proposeStateCheck(stop chan struct{}, due bool) {
 	c.mu.Lock()
 	recent := time.Since(c.proposed) < checkAgain
 	c.mu.Unlock()
-	if recent {
-		return
-	}
-	if !due {
-		due = n.voterWithoutCheck()
-	}
-	if !due {
+	if recent || !(due || n.voterWithoutCheck()) {
 		return
 	}
 	c.mu.Lock()
@@ -236,13 +219,6 @@ func (n *Node) proposeStateCheck(stop chan struct{}, due bool) {
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if _, err := n.applyLocal(ctx, &command.Command{Skippable: true,
 		Body: &command.Command_StateCheck{StateCheck: &command.StateCheck{}}}); err != nil {
 		n.log.Debug("state check proposal failed; the next tick retries", "err", err)
@@ -252,14 +228,7 @@ func (n *Node) proposeStateCheck(stop chan struct{}, due bool) {
 // voterWithoutCheck reports whether a live voter published no state check
 // yet (it started since the last one).
 func (n *Node) voterWithoutCheck() bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	voters := map[string]bool{}
-	for _, s := range f.Configuration().Servers {
-		voters[string(s.ID)] = s.Suffrage == raft.Voter
-	}
+	voters, _ := n.currentVoters()
 	for _, m := range n.members.list() {
 		if m.Alive && voters[m.ID] && m.Check == 0 && !m.Resync {
 			return true
@@ -268,27 +237,10 @@ func (n *Node) voterWithoutCheck() bool {
 	return false
 }
 
-// limitedWriter counts what a digest reads and holds it to the limit; once
-// ctx ends it waits no more (the digest finishes at once and is dropped).
-type limitedWriter struct {
-	ctx   context.Context
-	limit *rate.Limiter
-	count prometheus.Counter
-}
+// counted is a sink that counts the bytes written to it.
+type counted struct{ c prometheus.Counter }
 
-func (w *limitedWriter) Write(p []byte) (int, error) {
-	w.count.Add(float64(len(p)))
-	if w.limit != nil && w.ctx.Err() == nil {
-		for rest := len(p); rest > 0; {
-			take := min(rest, w.limit.Burst())
-			if w.limit.WaitN(w.ctx, take) != nil {
-				break
-			}
-			rest -= take
-		}
-	}
-	return len(p), nil
-}
+func (w counted) Write(b []byte) (int, error) { w.c.Add(float64(len(b))); return len(b), nil }
 
 // scrubInterval is the pause between scrub passes and between state
 // checks (Config.ScrubInterval; 0 = 1 hour).

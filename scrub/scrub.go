@@ -6,15 +6,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 
 	"github.com/queen-node/queen-node/msgstore"
 )
 
 // Options configure a scrubber.
 type Options struct {
-	// BytesPerSecond bounds what a pass reads; it must be > 0.
-	BytesPerSecond float64
+	// Pacer bounds what a pass reads (shared with the node's other
+	// background readers); required.
+	Pacer *Pacer
 	// Interval is the pause between the end of a pass and the next; 0 =
 	// 1 hour.
 	Interval time.Duration
@@ -26,7 +26,6 @@ type Options struct {
 type Scrubber struct {
 	store *msgstore.Store
 	opts  Options
-	limit *rate.Limiter
 	m     metrics
 }
 
@@ -34,9 +33,6 @@ type metrics struct {
 	bytes, records, damaged, passes prometheus.Counter
 	progress, lastPass              prometheus.Gauge
 }
-
-// burst is the most a single read may ask of the limiter.
-const burst = 4 << 20
 
 // New makes a scrubber of store.
 func New(store *msgstore.Store, opts Options) *Scrubber {
@@ -47,7 +43,7 @@ func New(store *msgstore.Store, opts Options) *Scrubber {
 		opts.Logger = slog.Default()
 	}
 	opts.Logger = opts.Logger.With("component", "scrub")
-	s := &Scrubber{store: store, opts: opts, limit: rate.NewLimiter(rate.Limit(opts.BytesPerSecond), burst), m: metrics{
+	s := &Scrubber{store: store, opts: opts, m: metrics{
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "queen", Subsystem: "scrub", Name: "bytes_total",
 			Help: "Bytes of message files the background scrub read and checked."}),
 		records: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "queen", Subsystem: "scrub", Name: "records_total",
@@ -90,14 +86,7 @@ func (s *Scrubber) Pass(ctx context.Context) (checked, damaged int64, err error)
 	segs := s.store.Segments()
 	pace := func(n int) error {
 		s.m.bytes.Add(float64(n))
-		for n > 0 {
-			k := min(n, burst)
-			if err := s.limit.WaitN(ctx, k); err != nil {
-				return err
-			}
-			n -= k
-		}
-		return nil
+		return s.opts.Pacer.Wait(ctx, n)
 	}
 	s.m.progress.Set(0)
 	for i, ref := range segs {

@@ -72,7 +72,7 @@ func TestAPassFindsEveryDamagedRecord(t *testing.T) {
 	s, _ := open(t, dir)
 	appendRange(t, s, pids[0], 1, 300) // several segments of 16 KiB
 	appendRange(t, s, pids[1], 1, 40)
-	sc := New(s, Options{BytesPerSecond: 1 << 30})
+	sc := New(s, Options{Pacer: NewPacer(1 << 30)})
 	checked, damaged, err := sc.Pass(context.Background())
 	if err != nil || checked != 340 || damaged != 0 {
 		t.Fatalf("intact: checked %d, damaged %d, %v; want 340, 0", checked, damaged, err)
@@ -81,7 +81,7 @@ func TestAPassFindsEveryDamagedRecord(t *testing.T) {
 	flip(t, dir, "4141*/*.log", 200)    // a record of partition A's first segment
 	flip(t, dir, "4242*/*.index", 3*32) // seq 4's index entry of partition B
 	s, reported := open(t, dir)
-	sc = New(s, Options{BytesPerSecond: 1 << 30})
+	sc = New(s, Options{Pacer: NewPacer(1 << 30)})
 	checked, damaged, err = sc.Pass(context.Background())
 	if err != nil || checked != 340 || damaged != 2 {
 		t.Fatalf("damaged: checked %d, damaged %d, %v; want 340, 2", checked, damaged, err)
@@ -110,7 +110,7 @@ func TestAPassBesideWritesFindsNothing(t *testing.T) {
 			}
 		}
 	}()
-	sc := New(s, Options{BytesPerSecond: 1 << 30})
+	sc := New(s, Options{Pacer: NewPacer(1 << 30)})
 	for range 5 {
 		if _, damaged, err := sc.Pass(context.Background()); err != nil || damaged != 0 {
 			t.Fatalf("pass beside writes: damaged %d, %v", damaged, err)
@@ -126,7 +126,7 @@ func TestAPassBesideWritesFindsNothing(t *testing.T) {
 func TestAPassStopsWithItsContext(t *testing.T) {
 	s, _ := open(t, t.TempDir())
 	appendRange(t, s, pids[0], 1, 300)
-	sc := New(s, Options{BytesPerSecond: 1}) // one byte a second: the first wait is long
+	sc := New(s, Options{Pacer: NewPacer(1)}) // one byte a second: the first wait is long
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := sc.Pass(ctx); err == nil {
