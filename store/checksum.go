@@ -63,8 +63,7 @@ func recordCRC(b Bucket, key, value []byte) uint32 {
 
 // sealed is value with its checksum appended (a new slice).
 func sealed(b Bucket, key, value []byte) []byte {
-	out := make([]byte, len(value), len(value)+4)
-	copy(out, value)
+	out := append(make([]byte, 0, len(value)+4), value...)
 	return binary.LittleEndian.AppendUint32(out, recordCRC(b, key, value))
 }
 

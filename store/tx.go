@@ -150,17 +150,17 @@ func (t *Tx) Commit() error {
 		sb := t.staged[n]
 		bk := bucketOf(t.base, sb.name, false)
 		for _, k := range sb.sortedKeys() {
-			v := sb.writes[k]
+			v, key := sb.writes[k], []byte(k)
 			var err error
 			if v == nil {
-				err = bk.Delete([]byte(k))
+				err = bk.Delete(key)
 			} else {
-				err = bk.Put([]byte(k), v)
+				err = bk.Put(key, v)
 			}
 			if err != nil {
 				return fmt.Errorf("store: commit %s: %w", sb.name, err)
 			}
-			t.layer.note(sb.name, []byte(k), v)
+			t.layer.note(sb.name, key, v)
 		}
 	}
 	t.staged = nil
