@@ -309,19 +309,6 @@ func (n *Node) openFiles(marker *resyncMarker, fsmMetrics *fsm.Metrics, hlog hcl
 	return nil
 }
 
-// stepDownDamaged hands leadership over when this node, leading, found its
-// own files damaged: a replica whose files are intact should lead (it
-// serves every read, and its apply does not halt on damaged bytes).
-func (n *Node) stepDownDamaged(f damage.Finding) {
-	if n.raft.State() != raft.Leader {
-		return
-	}
-	n.log.Warn("this leader found its own files damaged: handing leadership over", "where", f.Where)
-	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		n.log.Error("leadership transfer of a damaged leader failed", "err", err)
-	}
-}
-
 // scrubLoop checks the message files against their checksums in the
 // background (package scrub) until the node stops.
 func (n *Node) scrubLoop() {
@@ -484,7 +471,7 @@ const readyLag = 1024
 func (n *Node) Drain() {
 	n.drainOnce.Do(func() {
 		close(n.draining)
-		n.transferLeadership()
+		n.transferLeadership("before shutdown")
 	})
 }
 
@@ -528,9 +515,11 @@ func (n *Node) Kill() {
 	})
 }
 
-// transferLeadership hands leadership to another voter before this node
-// stops, so the cluster does not wait out an election timeout.
-func (n *Node) transferLeadership() {
+// transferLeadership hands leadership to another voter, when this node
+// leads, so the cluster does not wait out an election timeout: before it
+// stops, and when it found its own files damaged (a replica with intact
+// files should lead). why names the occasion in the log.
+func (n *Node) transferLeadership(why string) {
 	if n.raft == nil || n.raft.State() != raft.Leader {
 		return
 	}
@@ -540,10 +529,10 @@ func (n *Node) transferLeadership() {
 	}
 	start := time.Now()
 	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		n.log.Warn("leadership transfer before shutdown failed", "err", err)
+		n.log.Warn("leadership transfer "+why+" failed", "err", err)
 		return
 	}
-	n.log.Info("transferred leadership before shutdown", "took", time.Since(start))
+	n.log.Info("transferred leadership "+why, "took", time.Since(start))
 }
 
 // SetClockSkew shifts the wall clock this node's stamp clock reads (when it

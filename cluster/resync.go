@@ -240,7 +240,7 @@ func (n *Node) resyncDamagedState(found error, hlog hclog.Logger, reopen func(*r
 
 // onDamaged is what a node does with the first damage it finds (step 1).
 func (n *Node) onDamaged(f damage.Finding) {
-	n.stepDownDamaged(f)
+	n.transferLeadership("from a leader that found its own files damaged (" + f.Where + ")")
 	if n.resyncing() != nil {
 		return // already rebuilding: the damage is in what it set aside or is receiving
 	}
