@@ -22,14 +22,22 @@ func decodeKVOps(raws []jsontext.Value) ([]request.KVOp, error) {
 // (addendum §7).
 var tenantFields = []string{"tenant", "tenantId", "tenant_id", "_tenant"}
 
+// tenantIn names the first tenant field o carries.
+func tenantIn(o object) (string, bool) {
+	for _, f := range tenantFields {
+		if _, has := o[f]; has {
+			return f, true
+		}
+	}
+	return "", false
+}
+
 func decodeKVOp(i int, o object) (request.KVOp, error) {
 	at := request.OpAt(i)
 	var op request.KVOp
 	var ok bool
-	for _, f := range tenantFields {
-		if _, has := o[f]; has {
-			return op, request.KVBad("kv_tenant_in_body", at+f+" is not a field of an op: the tenant comes from the connection")
-		}
+	if f, has := tenantIn(o); has {
+		return op, request.KVBad("kv_tenant_in_body", at+f+" is not a field of an op: the tenant comes from the connection")
 	}
 	if op.Op, ok = str(o["op"]); !ok {
 		return op, request.KVBad("kv_bad_op", at+"op must be a string")

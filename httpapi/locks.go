@@ -60,6 +60,9 @@ func decodeLockOp(i int, o object) (request.LockOp, error) {
 	at := request.OpAt(i)
 	var op request.LockOp
 	var ok bool
+	if f, has := tenantIn(o); has { // as the KV routes refuse it (addendum §7)
+		return op, request.LocksBad("locks_tenant_in_body", at+f+" is not a field of an op: the tenant comes from the connection")
+	}
 	if raw := o["op"]; present(raw) {
 		if op.Op, ok = str(raw); !ok {
 			return op, request.LocksBad("locks_unknown_op", at+"op must be a string")

@@ -180,6 +180,8 @@ func TestLiveLockRefusalsWriteNothing(t *testing.T) {
 		{`[{"op":"lock","name":"a"}]`, "locks_unknown_op"},
 		{`[{"op":7,"name":"a"}]`, "locks_unknown_op"},
 		{`[{"op":"get"}]`, "locks_bad_name"},
+		{`[{"op":"get","name":"a","tenant":"t1"}]`, "locks_tenant_in_body"},
+		{`{"operations":[{"op":"acquire","name":"a","ttlSeconds":30,"tenantId":"t1"}]}`, "locks_tenant_in_body"},
 		{`[{"op":"get","name":""}]`, "locks_bad_name"},
 		{`[{"op":"get","name":"a#1"}]`, "locks_bad_name"},
 		{`[{"op":"get","name":"a\nb"}]`, "locks_bad_name"},
