@@ -50,9 +50,7 @@ func (rd *Reader) Depth(queue, group string, now int64) (d Depth, ok bool) {
 		}
 		consumed := max(cur.Consumed, p.FirstSeq-1)
 		pd := PartitionDepth{Partition: p.Name}
-		if last := p.NextSeq - 1; last > consumed {
-			pd.Pending = last - consumed
-		}
+		pd.Pending, _ = liveAfter(rd.r, p, consumed) // deleted messages are nobody's work
 		if l := cur.Lease; leases.Live(l, now) && l.LastSeq > consumed {
 			pd.Processing = l.LastSeq - consumed - min(uint64(len(l.Acked)), l.LastSeq-consumed)
 			pd.ConflatedDeliveryInProgress = l.Conflated

@@ -21,8 +21,8 @@ type GroupPartition struct {
 	PartitionID []byte
 	Consumed    uint64 // every seq <= Consumed is consumed
 	Last        uint64 // the newest seq
-	Pending     uint64 // messages after the cursor
-	// OldestPendingUs is the createdAt of the first message after the
+	Pending     uint64 // live (not deleted) messages after the cursor
+	// OldestPendingUs is the createdAt of the first live message after the
 	// cursor; 0 when nothing is pending.
 	OldestPendingUs int64
 	// ConsumedUs is the createdAt of the message the cursor sits on; 0 when
@@ -98,9 +98,11 @@ func (rd *Reader) groupPartition(p *command.PartitionRecord, cur *command.Cursor
 	gp := GroupPartition{Partition: p.Name, PartitionID: p.Id, Consumed: max(cur.Consumed, p.FirstSeq-1),
 		Last: p.NextSeq - 1, RetryCount: cur.RetryCount, Skipped: cur.Skipped}
 	gp.Consumed = min(gp.Consumed, gp.Last)
-	gp.Pending = gp.Last - gp.Consumed
+	// deleted messages are nobody's work: lag counts what is live
+	var first uint64
+	gp.Pending, first = liveAfter(rd.r, p, gp.Consumed)
 	if gp.Pending > 0 {
-		if e, err := rd.msgs.Entry(p.Id, gp.Consumed+1); err == nil {
+		if e, err := rd.msgs.Entry(p.Id, first); err == nil {
 			gp.OldestPendingUs = e.CreatedUs
 		}
 	}

@@ -31,6 +31,35 @@ func tombKey(pid []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
+// liveAfter counts p's messages after seq that are not deleted, and names
+// the first of them (0: none): what a group whose cursor sits on seq has
+// still to consume.
+func liveAfter(r store.Reader, p *command.PartitionRecord, seq uint64) (n, first uint64) {
+	last := p.NextSeq - 1
+	if seq >= last {
+		return 0, 0
+	}
+	n, first = last-seq, seq+1
+	if p.Deleted == 0 {
+		return n, first
+	}
+	c := r.Cursor(bDeleted)
+	for k, _ := c.Seek(tombKey(p.Id, seq+1)); k != nil && len(k) == len(p.Id)+8 && bytes.HasPrefix(k, p.Id); k, _ = c.Next() {
+		s := binary.BigEndian.Uint64(k[len(p.Id):])
+		if s > last {
+			break
+		}
+		n--
+		if s == first {
+			first++
+		}
+	}
+	if n == 0 {
+		first = 0
+	}
+	return n, first
+}
+
 func isDeleted(r store.Reader, p *command.PartitionRecord, seq uint64) bool {
 	return p.Deleted > 0 && r.Get(bDeleted, tombKey(p.Id, seq)) != nil
 }

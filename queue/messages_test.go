@@ -398,3 +398,49 @@ func TestMessageStatuses(t *testing.T) {
 		}
 	})
 }
+
+// A group's lag and the depth view count live messages only: one deleted
+// at the head, in the middle or at the tail is nobody's work, before any
+// pop passes it.
+func TestLagCountsLiveMessages(t *testing.T) {
+	h := newDomain(t, "0")
+	res := h.push(item("q", "p", "m1"), item("q", "p", "m2"), item("q", "p", "m3"), item("q", "p", "m4"), item("q", "p", "m5"))
+	pid := res[0].PartitionId
+	h.popq("q", group("g")) // the group's cursor: m1 under a lease
+	for _, txn := range []string{"m2", "m3", "m5"} {
+		if !h.deleteMsg(pid, txn) {
+			t.Fatalf("delete %s", txn)
+		}
+	}
+	var gp GroupPartition
+	var d Depth
+	h.read(func(rd *Reader) {
+		gq := rd.ConsumerGroups("g", h.now)
+		if len(gq) != 1 || len(gq[0].Partitions) != 1 {
+			t.Fatalf("groups: %+v", gq)
+		}
+		gp = gq[0].Partitions[0]
+		d, _ = rd.Depth("q", "g", h.now)
+	})
+	if gp.Pending != 2 { // m1 (leased) and m4
+		t.Fatalf("pending %d, want 2 (m1, m4): %+v", gp.Pending, gp)
+	}
+	if d.Pending != 2 || d.Processing != 1 {
+		t.Fatalf("depth %+v, want pending 2, processing 1", d)
+	}
+	if !h.deleteMsg(pid, "m1") {
+		t.Fatal("delete m1")
+	}
+	var first int64
+	h.read(func(rd *Reader) {
+		gp = rd.ConsumerGroups("g", h.now)[0].Partitions[0]
+		e, err := rd.msgs.Entry(pid, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = e.CreatedUs
+	})
+	if gp.Pending != 1 || gp.OldestPendingUs != first {
+		t.Fatalf("after deleting m1: pending %d oldest %d, want 1 and m4's createdAt %d", gp.Pending, gp.OldestPendingUs, first)
+	}
+}
