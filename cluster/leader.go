@@ -87,6 +87,7 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
+			n.indexDeadLetters(stop)
 			n.sweep(stop)
 			n.retain(stop)
 			n.drainBuffer(stop)
@@ -236,6 +237,34 @@ func (n *Node) drainBuffer(stop chan struct{}) {
 }
 
 // sweep proposes sweep entries while the state has something expired.
+// indexDeadLetters proposes the steps of the dead letters' message-index
+// backfill while the state says it is incomplete (a state written before
+// the index existed): entries, so every replica files the same records.
+func (n *Node) indexDeadLetters(stop chan struct{}) {
+	for i := 0; i < 100; i++ {
+		due := false
+		_ = n.fsm.Read(func(r *fsm.Reader) error { due = r.IndexDue(); return nil })
+		if !due {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_IndexDeadLetters{IndexDeadLetters: &command.IndexDeadLetters{}}})
+		cancel()
+		if err != nil {
+			n.log.Warn("indexing dead letters failed; will retry", "err", err)
+			return
+		}
+		if r, ok := res.(*command.IndexDeadLettersResult); ok && r.Indexed > 0 {
+			n.log.Info("dead letters stored before the message index were indexed", "records", r.Indexed, "more", r.More)
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+	}
+}
+
 func (n *Node) sweep(stop chan struct{}) {
 	for i := 0; i < 100; i++ {
 		due := false

@@ -347,6 +347,7 @@ type Command struct {
 	//	*Command_RecordTrace
 	//	*Command_Locks
 	//	*Command_StateCheck
+	//	*Command_IndexDeadLetters
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -665,6 +666,15 @@ func (x *Command) GetStateCheck() *StateCheck {
 	return nil
 }
 
+func (x *Command) GetIndexDeadLetters() *IndexDeadLetters {
+	if x != nil {
+		if x, ok := x.Body.(*Command_IndexDeadLetters); ok {
+			return x.IndexDeadLetters
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -773,6 +783,10 @@ type Command_StateCheck struct {
 	StateCheck *StateCheck `protobuf:"bytes,35,opt,name=state_check,json=stateCheck,proto3,oneof"`
 }
 
+type Command_IndexDeadLetters struct {
+	IndexDeadLetters *IndexDeadLetters `protobuf:"bytes,36,opt,name=index_dead_letters,json=indexDeadLetters,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -824,6 +838,8 @@ func (*Command_RecordTrace) isCommand_Body() {}
 func (*Command_Locks) isCommand_Body() {}
 
 func (*Command_StateCheck) isCommand_Body() {}
+
+func (*Command_IndexDeadLetters) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3382,11 +3398,61 @@ func (x *LockOp) GetSlot() uint32 {
 	return 0
 }
 
+// IndexDeadLetters files up to limit dead letters stored before the
+// message index (dlq_msg) existed in that index, from where the last step
+// stopped (MetaRecord.dead_letters_index_after); the step that finds none
+// left records the index complete. The leader proposes it while the state
+// says the index is incomplete: one entry, so every replica indexes the
+// same records (never a local rewrite at start).
+type IndexDeadLetters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexDeadLetters) Reset() {
+	*x = IndexDeadLetters{}
+	mi := &file_command_commands_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexDeadLetters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexDeadLetters) ProtoMessage() {}
+
+func (x *IndexDeadLetters) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexDeadLetters.ProtoReflect.Descriptor instead.
+func (*IndexDeadLetters) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *IndexDeadLetters) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xa3\x0e\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xf7\x0e\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -3423,7 +3489,8 @@ const file_command_commands_proto_rawDesc = "" +
 	"\frecord_trace\x18\" \x01(\v2\x1d.queen.command.v1.RecordTraceH\x00R\vrecordTrace\x12/\n" +
 	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locks\x12?\n" +
 	"\vstate_check\x18# \x01(\v2\x1c.queen.command.v1.StateCheckH\x00R\n" +
-	"stateCheckB\x06\n" +
+	"stateCheck\x12R\n" +
+	"\x12index_dead_letters\x18$ \x01(\v2\".queen.command.v1.IndexDeadLettersH\x00R\x10indexDeadLettersB\x06\n" +
 	"\x04bodyB\x06\n" +
 	"\x04_crc\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
@@ -3665,7 +3732,9 @@ const file_command_commands_proto_rawDesc = "" +
 	"\aACQUIRE\x10\x00\x12\t\n" +
 	"\x05RENEW\x10\x01\x12\v\n" +
 	"\aRELEASE\x10\x02\x12\a\n" +
-	"\x03GET\x10\x03*:\n" +
+	"\x03GET\x10\x03\"(\n" +
+	"\x10IndexDeadLetters\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -3686,7 +3755,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -3729,8 +3798,9 @@ var file_command_commands_proto_goTypes = []any{
 	(*RecordTrace)(nil),       // 38: queen.command.v1.RecordTrace
 	(*Locks)(nil),             // 39: queen.command.v1.Locks
 	(*LockOp)(nil),            // 40: queen.command.v1.LockOp
-	(*QueueOptions)(nil),      // 41: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 42: queen.command.v1.Refusal
+	(*IndexDeadLetters)(nil),  // 41: queen.command.v1.IndexDeadLetters
+	(*QueueOptions)(nil),      // 42: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 43: queen.command.v1.Refusal
 }
 var file_command_commands_proto_depIdxs = []int32{
 	26, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -3760,31 +3830,32 @@ var file_command_commands_proto_depIdxs = []int32{
 	38, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
 	39, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
 	33, // 26: queen.command.v1.Command.state_check:type_name -> queen.command.v1.StateCheck
-	7,  // 27: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 28: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 29: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	10, // 30: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	10, // 31: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	7,  // 32: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	12, // 33: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	23, // 34: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	15, // 35: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	14, // 36: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	1,  // 37: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 38: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	15, // 39: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	41, // 40: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 41: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	23, // 42: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	42, // 43: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	7,  // 44: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	40, // 45: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
-	4,  // 46: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	41, // 27: queen.command.v1.Command.index_dead_letters:type_name -> queen.command.v1.IndexDeadLetters
+	7,  // 28: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 29: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 30: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	10, // 31: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	10, // 32: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	7,  // 33: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	12, // 34: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	23, // 35: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	15, // 36: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	14, // 37: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	1,  // 38: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 39: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	15, // 40: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	42, // 41: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 42: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	23, // 43: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	43, // 44: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	7,  // 45: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	40, // 46: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 47: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -3820,6 +3891,7 @@ func file_command_commands_proto_init() {
 		(*Command_RecordTrace)(nil),
 		(*Command_Locks)(nil),
 		(*Command_StateCheck)(nil),
+		(*Command_IndexDeadLetters)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -3832,7 +3904,7 @@ func file_command_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1078,9 +1078,15 @@ type MetaRecord struct {
 	// Names of the encryption keys that sealed a payload of an applied entry
 	// (package atrest), in the order first met: a node whose key file lacks
 	// one of them refuses to start rather than serve ciphertext.
-	SealingKeys   []string `protobuf:"bytes,11,rep,name=sealing_keys,json=sealingKeys,proto3" json:"sealing_keys,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SealingKeys []string `protobuf:"bytes,11,rep,name=sealing_keys,json=sealingKeys,proto3" json:"sealing_keys,omitempty"`
+	// The dead letters' message index covers every record: set by the
+	// IndexDeadLetters step that found none left; until then the leader
+	// proposes steps, resuming after dead_letters_index_after (a key of the
+	// dlq bucket).
+	DeadLettersIndexed    bool   `protobuf:"varint,12,opt,name=dead_letters_indexed,json=deadLettersIndexed,proto3" json:"dead_letters_indexed,omitempty"`
+	DeadLettersIndexAfter []byte `protobuf:"bytes,13,opt,name=dead_letters_index_after,json=deadLettersIndexAfter,proto3" json:"dead_letters_index_after,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *MetaRecord) Reset() {
@@ -1186,6 +1192,20 @@ func (x *MetaRecord) GetAuditRecords() uint64 {
 func (x *MetaRecord) GetSealingKeys() []string {
 	if x != nil {
 		return x.SealingKeys
+	}
+	return nil
+}
+
+func (x *MetaRecord) GetDeadLettersIndexed() bool {
+	if x != nil {
+		return x.DeadLettersIndexed
+	}
+	return false
+}
+
+func (x *MetaRecord) GetDeadLettersIndexAfter() []byte {
+	if x != nil {
+		return x.DeadLettersIndexAfter
 	}
 	return nil
 }
@@ -1826,7 +1846,7 @@ const file_command_records_proto_rawDesc = "" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
 	"\x03seq\x18\x0e \x01(\x04R\x03seq\x12\x1b\n" +
-	"\trecord_id\x18\x0f \x01(\fR\brecordId\"\xb9\x03\n" +
+	"\trecord_id\x18\x0f \x01(\fR\brecordId\"\xa4\x04\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -1841,7 +1861,9 @@ const file_command_records_proto_rawDesc = "" +
 	"\bbuffered\x18\t \x01(\x04R\bbuffered\x12#\n" +
 	"\raudit_records\x18\n" +
 	" \x01(\x04R\fauditRecords\x12!\n" +
-	"\fsealing_keys\x18\v \x03(\tR\vsealingKeys\"\x88\x01\n" +
+	"\fsealing_keys\x18\v \x03(\tR\vsealingKeys\x120\n" +
+	"\x14dead_letters_indexed\x18\f \x01(\bR\x12deadLettersIndexed\x127\n" +
+	"\x18dead_letters_index_after\x18\r \x01(\fR\x15deadLettersIndexAfter\"\x88\x01\n" +
 	"\rStoredOutcome\x12!\n" +
 	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x1d\n" +
 	"\n" +

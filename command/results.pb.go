@@ -2293,6 +2293,7 @@ type Response struct {
 	//	*Response_PurgeDeadLetters
 	//	*Response_RecordTrace
 	//	*Response_Locks
+	//	*Response_IndexDeadLetters
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2559,6 +2560,15 @@ func (x *Response) GetLocks() *LocksResult {
 	return nil
 }
 
+func (x *Response) GetIndexDeadLetters() *IndexDeadLettersResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_IndexDeadLetters); ok {
+			return x.IndexDeadLetters
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2666,6 +2676,10 @@ type Response_Locks struct {
 	Locks *LocksResult `protobuf:"bytes,31,opt,name=locks,proto3,oneof"`
 }
 
+type Response_IndexDeadLetters struct {
+	IndexDeadLetters *IndexDeadLettersResult `protobuf:"bytes,36,opt,name=index_dead_letters,json=indexDeadLetters,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2713,6 +2727,8 @@ func (*Response_PurgeDeadLetters) isResponse_Result() {}
 func (*Response_RecordTrace) isResponse_Result() {}
 
 func (*Response_Locks) isResponse_Result() {}
+
+func (*Response_IndexDeadLetters) isResponse_Result() {}
 
 type DeleteGroupResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3490,6 +3506,58 @@ func (x *LockHolder) GetExpiresUs() int64 {
 	return 0
 }
 
+type IndexDeadLettersResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Indexed       uint32                 `protobuf:"varint,1,opt,name=indexed,proto3" json:"indexed,omitempty"` // records that had no index entry
+	More          bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`       // records remain to visit
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexDeadLettersResult) Reset() {
+	*x = IndexDeadLettersResult{}
+	mi := &file_command_results_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexDeadLettersResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexDeadLettersResult) ProtoMessage() {}
+
+func (x *IndexDeadLettersResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexDeadLettersResult.ProtoReflect.Descriptor instead.
+func (*IndexDeadLettersResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *IndexDeadLettersResult) GetIndexed() uint32 {
+	if x != nil {
+		return x.Indexed
+	}
+	return 0
+}
+
+func (x *IndexDeadLettersResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 var File_command_results_proto protoreflect.FileDescriptor
 
 const file_command_results_proto_rawDesc = "" +
@@ -3695,7 +3763,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
 	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xa5\f\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xff\f\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -3722,7 +3790,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12replay_dead_letter\x18! \x01(\v2\x1e.queen.command.v1.ReplayResultH\x00R\x10replayDeadLetter\x12M\n" +
 	"\x12purge_dead_letters\x18\" \x01(\v2\x1d.queen.command.v1.PurgeResultH\x00R\x10purgeDeadLetters\x12B\n" +
 	"\frecord_trace\x18# \x01(\v2\x1d.queen.command.v1.TraceResultH\x00R\vrecordTrace\x125\n" +
-	"\x05locks\x18\x1f \x01(\v2\x1d.queen.command.v1.LocksResultH\x00R\x05locks\x12%\n" +
+	"\x05locks\x18\x1f \x01(\v2\x1d.queen.command.v1.LocksResultH\x00R\x05locks\x12X\n" +
+	"\x12index_dead_letters\x18$ \x01(\v2(.queen.command.v1.IndexDeadLettersResultH\x00R\x10indexDeadLetters\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result\"m\n" +
 	"\x11DeleteGroupResult\x12-\n" +
@@ -3801,7 +3870,10 @@ const file_command_results_proto_rawDesc = "" +
 	"\n" +
 	"renewed_us\x18\x06 \x01(\x03R\trenewedUs\x12\x1d\n" +
 	"\n" +
-	"expires_us\x18\a \x01(\x03R\texpiresUs*\xf9\x01\n" +
+	"expires_us\x18\a \x01(\x03R\texpiresUs\"F\n" +
+	"\x16IndexDeadLettersResult\x12\x18\n" +
+	"\aindexed\x18\x01 \x01(\rR\aindexed\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more*\xf9\x01\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -3832,61 +3904,62 @@ func file_command_results_proto_rawDescGZIP() []byte {
 }
 
 var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_command_results_proto_goTypes = []any{
-	(Reason)(0),                   // 0: queen.command.v1.Reason
-	(PushItemResult_Status)(0),    // 1: queen.command.v1.PushItemResult.Status
-	(TimerResult_Status)(0),       // 2: queen.command.v1.TimerResult.Status
-	(TxnItemResult_Type)(0),       // 3: queen.command.v1.TxnItemResult.Type
-	(KVResult_Reason)(0),          // 4: queen.command.v1.KVResult.Reason
-	(ReplayResult_Verdict)(0),     // 5: queen.command.v1.ReplayResult.Verdict
-	(LockResult_Reason)(0),        // 6: queen.command.v1.LockResult.Reason
-	(*PushItemResult)(nil),        // 7: queen.command.v1.PushItemResult
-	(*PushResult)(nil),            // 8: queen.command.v1.PushResult
-	(*PoppedMessage)(nil),         // 9: queen.command.v1.PoppedMessage
-	(*PopResult)(nil),             // 10: queen.command.v1.PopResult
-	(*AckItemResult)(nil),         // 11: queen.command.v1.AckItemResult
-	(*AckResult)(nil),             // 12: queen.command.v1.AckResult
-	(*TimerResult)(nil),           // 13: queen.command.v1.TimerResult
-	(*TimerBatchResult)(nil),      // 14: queen.command.v1.TimerBatchResult
-	(*FireResult)(nil),            // 15: queen.command.v1.FireResult
-	(*TxnItemResult)(nil),         // 16: queen.command.v1.TxnItemResult
-	(*TxnResult)(nil),             // 17: queen.command.v1.TxnResult
-	(*ExtendResult)(nil),          // 18: queen.command.v1.ExtendResult
-	(*ConfigureResult)(nil),       // 19: queen.command.v1.ConfigureResult
-	(*DeleteQueueResult)(nil),     // 20: queen.command.v1.DeleteQueueResult
-	(*SweepResult)(nil),           // 21: queen.command.v1.SweepResult
-	(*RetainResult)(nil),          // 22: queen.command.v1.RetainResult
-	(*RetainCount)(nil),           // 23: queen.command.v1.RetainCount
-	(*KVRow)(nil),                 // 24: queen.command.v1.KVRow
-	(*KVResult)(nil),              // 25: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),         // 26: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),        // 27: queen.command.v1.SwitchesResult
-	(*Replay)(nil),                // 28: queen.command.v1.Replay
-	(*Response)(nil),              // 29: queen.command.v1.Response
-	(*DeleteGroupResult)(nil),     // 30: queen.command.v1.DeleteGroupResult
-	(*SetSubscriptionResult)(nil), // 31: queen.command.v1.SetSubscriptionResult
-	(*SeekResult)(nil),            // 32: queen.command.v1.SeekResult
-	(*DrainResult)(nil),           // 33: queen.command.v1.DrainResult
-	(*DeleteMessageResult)(nil),   // 34: queen.command.v1.DeleteMessageResult
-	(*ReplayResult)(nil),          // 35: queen.command.v1.ReplayResult
-	(*PurgeResult)(nil),           // 36: queen.command.v1.PurgeResult
-	(*TraceResult)(nil),           // 37: queen.command.v1.TraceResult
-	(*LocksResult)(nil),           // 38: queen.command.v1.LocksResult
-	(*LockResult)(nil),            // 39: queen.command.v1.LockResult
-	(*LockHolder)(nil),            // 40: queen.command.v1.LockHolder
-	(*MessageRecord)(nil),         // 41: queen.command.v1.MessageRecord
-	(*QueueOptions)(nil),          // 42: queen.command.v1.QueueOptions
-	(KVOp_Kind)(0),                // 43: queen.command.v1.KVOp.Kind
-	(*StoredOutcome)(nil),         // 44: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),               // 45: queen.command.v1.Refusal
-	(LockOp_Kind)(0),              // 46: queen.command.v1.LockOp.Kind
+	(Reason)(0),                    // 0: queen.command.v1.Reason
+	(PushItemResult_Status)(0),     // 1: queen.command.v1.PushItemResult.Status
+	(TimerResult_Status)(0),        // 2: queen.command.v1.TimerResult.Status
+	(TxnItemResult_Type)(0),        // 3: queen.command.v1.TxnItemResult.Type
+	(KVResult_Reason)(0),           // 4: queen.command.v1.KVResult.Reason
+	(ReplayResult_Verdict)(0),      // 5: queen.command.v1.ReplayResult.Verdict
+	(LockResult_Reason)(0),         // 6: queen.command.v1.LockResult.Reason
+	(*PushItemResult)(nil),         // 7: queen.command.v1.PushItemResult
+	(*PushResult)(nil),             // 8: queen.command.v1.PushResult
+	(*PoppedMessage)(nil),          // 9: queen.command.v1.PoppedMessage
+	(*PopResult)(nil),              // 10: queen.command.v1.PopResult
+	(*AckItemResult)(nil),          // 11: queen.command.v1.AckItemResult
+	(*AckResult)(nil),              // 12: queen.command.v1.AckResult
+	(*TimerResult)(nil),            // 13: queen.command.v1.TimerResult
+	(*TimerBatchResult)(nil),       // 14: queen.command.v1.TimerBatchResult
+	(*FireResult)(nil),             // 15: queen.command.v1.FireResult
+	(*TxnItemResult)(nil),          // 16: queen.command.v1.TxnItemResult
+	(*TxnResult)(nil),              // 17: queen.command.v1.TxnResult
+	(*ExtendResult)(nil),           // 18: queen.command.v1.ExtendResult
+	(*ConfigureResult)(nil),        // 19: queen.command.v1.ConfigureResult
+	(*DeleteQueueResult)(nil),      // 20: queen.command.v1.DeleteQueueResult
+	(*SweepResult)(nil),            // 21: queen.command.v1.SweepResult
+	(*RetainResult)(nil),           // 22: queen.command.v1.RetainResult
+	(*RetainCount)(nil),            // 23: queen.command.v1.RetainCount
+	(*KVRow)(nil),                  // 24: queen.command.v1.KVRow
+	(*KVResult)(nil),               // 25: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),          // 26: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),         // 27: queen.command.v1.SwitchesResult
+	(*Replay)(nil),                 // 28: queen.command.v1.Replay
+	(*Response)(nil),               // 29: queen.command.v1.Response
+	(*DeleteGroupResult)(nil),      // 30: queen.command.v1.DeleteGroupResult
+	(*SetSubscriptionResult)(nil),  // 31: queen.command.v1.SetSubscriptionResult
+	(*SeekResult)(nil),             // 32: queen.command.v1.SeekResult
+	(*DrainResult)(nil),            // 33: queen.command.v1.DrainResult
+	(*DeleteMessageResult)(nil),    // 34: queen.command.v1.DeleteMessageResult
+	(*ReplayResult)(nil),           // 35: queen.command.v1.ReplayResult
+	(*PurgeResult)(nil),            // 36: queen.command.v1.PurgeResult
+	(*TraceResult)(nil),            // 37: queen.command.v1.TraceResult
+	(*LocksResult)(nil),            // 38: queen.command.v1.LocksResult
+	(*LockResult)(nil),             // 39: queen.command.v1.LockResult
+	(*LockHolder)(nil),             // 40: queen.command.v1.LockHolder
+	(*IndexDeadLettersResult)(nil), // 41: queen.command.v1.IndexDeadLettersResult
+	(*MessageRecord)(nil),          // 42: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),           // 43: queen.command.v1.QueueOptions
+	(KVOp_Kind)(0),                 // 44: queen.command.v1.KVOp.Kind
+	(*StoredOutcome)(nil),          // 45: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),                // 46: queen.command.v1.Refusal
+	(LockOp_Kind)(0),               // 47: queen.command.v1.LockOp.Kind
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
 	7,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
 	9,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	41, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	42, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
 	11, // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
 	13, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
@@ -3897,14 +3970,14 @@ var file_command_results_proto_depIdxs = []int32{
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
 	16, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
 	25, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	42, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
+	43, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
 	23, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
-	43, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
+	44, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
 	4,  // 17: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
 	24, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
 	25, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
 	0,  // 20: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
-	44, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
+	45, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
 	8,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
 	10, // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
 	12, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
@@ -3916,7 +3989,7 @@ var file_command_results_proto_depIdxs = []int32{
 	26, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
 	27, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
 	28, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
-	45, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
+	46, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
 	14, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
 	15, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
 	22, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
@@ -3929,17 +4002,18 @@ var file_command_results_proto_depIdxs = []int32{
 	36, // 43: queen.command.v1.Response.purge_dead_letters:type_name -> queen.command.v1.PurgeResult
 	37, // 44: queen.command.v1.Response.record_trace:type_name -> queen.command.v1.TraceResult
 	38, // 45: queen.command.v1.Response.locks:type_name -> queen.command.v1.LocksResult
-	5,  // 46: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
-	39, // 47: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
-	0,  // 48: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
-	46, // 49: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
-	6,  // 50: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
-	40, // 51: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	41, // 46: queen.command.v1.Response.index_dead_letters:type_name -> queen.command.v1.IndexDeadLettersResult
+	5,  // 47: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
+	39, // 48: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
+	0,  // 49: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
+	47, // 50: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
+	6,  // 51: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
+	40, // 52: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -3974,6 +4048,7 @@ func file_command_results_proto_init() {
 		(*Response_PurgeDeadLetters)(nil),
 		(*Response_RecordTrace)(nil),
 		(*Response_Locks)(nil),
+		(*Response_IndexDeadLetters)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3981,7 +4056,7 @@ func file_command_results_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

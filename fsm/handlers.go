@@ -122,6 +122,31 @@ func applySweep(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	return res, true
 }
 
+// defaultIndexLimit is how many dead letters one IndexDeadLetters step
+// visits when the command names no limit.
+const defaultIndexLimit = 1000
+
+// applyIndexDeadLetters is one step of the dead letters' message-index
+// backfill (command.IndexDeadLetters): it resumes where the state says the
+// last step stopped, and the step that finds no record left marks the
+// index complete, so the leader proposes no more.
+func applyIndexDeadLetters(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
+	if c.meta.DeadLettersIndexed {
+		return &command.IndexDeadLettersResult{}, true
+	}
+	limit := int(cmd.GetIndexDeadLetters().Limit)
+	if limit <= 0 {
+		limit = defaultIndexLimit
+	}
+	n, last, more := c.q.IndexDeadLetters(c.meta.DeadLettersIndexAfter, limit)
+	if more {
+		c.meta.DeadLettersIndexAfter = last
+	} else {
+		c.meta.DeadLettersIndexed, c.meta.DeadLettersIndexAfter = true, nil
+	}
+	return &command.IndexDeadLettersResult{Indexed: uint32(n), More: more}, true
+}
+
 // applyRetain is one step of a retention pass (spec §5.9): the queue
 // domain decides, by entry time, what each partition gives up.
 func applyRetain(c *applyCtx, cmd *command.Command) (proto.Message, bool) {

@@ -197,6 +197,13 @@ func (rd *Reader) SweepDue(now int64) bool {
 	return queue.GraveyardDue(rd.r) || kvstore.HasDue(rd.r, now) || idempotency.Due(rd.r, now) || leases.Due(rd.r, now)
 }
 
+// IndexDue reports whether the dead letters' message index may lack
+// records stored before it existed (a state that has dead letters and no
+// completed backfill).
+func (rd *Reader) IndexDue() bool {
+	return !rd.Meta().DeadLettersIndexed && queue.HasDeadLetters(rd.r)
+}
+
 // RetainDue reports whether a retention pass would remove anything at now
 // (idleUs: how long an empty partition may sit before it is removed).
 func (rd *Reader) RetainDue(now, idleUs int64) bool { return queue.RetainDue(rd.Reader, now, idleUs) }

@@ -91,6 +91,9 @@ func init() {
 	register(&command.Command_Sweep{}, Kind{Name: "sweep", Apply: applySweep, Origin: FromNode,
 		WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
 
+	register(&command.Command_IndexDeadLetters{}, Kind{Name: "index_dead_letters", Apply: applyIndexDeadLetters,
+		Origin: FromNode, WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+
 	register(&command.Command_Retain{}, Kind{Name: "retain", Apply: applyRetain, Origin: FromNode,
 		WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
 

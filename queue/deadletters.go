@@ -100,6 +100,49 @@ func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
 	t.flow(qs.rec.Name).DeadLettered++
 }
 
+// HasDeadLetters reports whether any dead letter is stored.
+func HasDeadLetters(r store.Reader) bool {
+	k, _ := r.Cursor(bDLQ).First()
+	return k != nil
+}
+
+// IndexDeadLetters files up to limit dead letters, from the first key of
+// the dlq bucket after after, in the message index (dlq_msg), where one
+// stored before that index existed is missing. It returns how many it
+// filed, the last key it visited (where the next step resumes) and whether
+// records remain.
+func (t *Tx) IndexDeadLetters(after []byte, limit int) (indexed int, last []byte, more bool) {
+	c := t.tx.Cursor(bDLQ)
+	k, v := c.First()
+	if len(after) > 0 {
+		if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	type row struct{ qid, key []byte }
+	var todo []row
+	visited := 0
+	for ; k != nil; k, v = c.Next() {
+		if visited == limit {
+			more = true
+			break
+		}
+		visited++
+		last = append(last[:0], k...)
+		rec := &command.DLQRecord{}
+		command.MustDecodeRecord(v, rec)
+		qid, tk := k[:len(k)-20], k[len(k)-20:]
+		mk := dlqMsgKey(rec.PartitionId, rec.TransactionId, tk)
+		if t.tx.Get(bDLQMsg, mk) == nil {
+			todo = append(todo, row{append([]byte(nil), qid...), mk})
+		}
+	}
+	for _, r := range todo { // written after the walk: a cursor does not see its own bucket change under it
+		t.tx.Put(bDLQMsg, r.key, r.qid)
+	}
+	return len(todo), last, more
+}
+
 // dropDeadLetter removes a stored dead letter from the three places it is
 // kept (qs nil: its queue is being purged from the graveyard).
 func (t *Tx) dropDeadLetter(qs *queueState, qid, tk []byte, rec *command.DLQRecord) {
