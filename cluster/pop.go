@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -47,7 +48,8 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		if in.HasConflation { // still say whether it would have conflated (addendum §8)
 			n.fsm.Read(func(r *fsm.Reader) error {
 				if q := r.Queue(in.Queue); q != nil {
-					res.Conflation, res.ConflationEcho, res.ConflationConflict = queue.Conflation(q.Options, in, in.ConsumerGroup)
+					g := r.Group(in.Queue, cmp.Or(in.ConsumerGroup, command.QueueModeGroup))
+					res.Conflation, res.ConflationEcho, res.ConflationConflict = queue.Conflation(queue.GroupPolicy, q.Options, g, in, in.ConsumerGroup)
 				}
 				return nil
 			})

@@ -68,10 +68,10 @@ func TestFormatTwoEntriesReadWithoutAChecksum(t *testing.T) {
 	if CheckEntry(mislabeled) == nil {
 		t.Fatal("CheckEntry passes format 2 with a crc field")
 	}
-	// An older node reads only format 2: what this code writes says 3, so
-	// that node refuses it with a FormatError naming 3 (its Decode).
+	// An older node reads only the formats before: what this code writes
+	// says LogFormat, so that node refuses it with a FormatError naming it.
 	cmd, _ = Decode(sampleEntry(t), "entry 9")
-	if cmd.Format != 3 || !ReadsLogFormat(2) || ReadsLogFormat(4) || !ReadsStateFormat(3) || ReadsStateFormat(2) {
+	if cmd.Format != LogFormat || !ReadsLogFormat(2) || !ReadsLogFormat(3) || ReadsLogFormat(LogFormat+1) || !ReadsStateFormat(3) || ReadsStateFormat(2) {
 		t.Fatalf("formats: entry %d, reads log 2 %v", cmd.Format, ReadsLogFormat(2))
 	}
 }

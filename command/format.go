@@ -32,16 +32,27 @@ import (
 //   - 4 (state): every msgstore index entry carries its record's CRC-32C
 //     and its own, checked on every read; index files of format 3 are
 //     rewritten with them when the store opens (msgstore.migrateLegacy).
+//   - 4 (log): a pop applies the consumer group's conflation policy, stored
+//     by the pop that registers the group, instead of the queue's option
+//     (addendum §8, corrected); entries of format 3 apply the old rule
+//     (fsm.ConflationRuleOf), so a replay and a cluster in mid-upgrade do
+//     not diverge: an older node refuses entries of format 4. Streams'
+//     commands (package streams) came with it.
 //   - 5 (state): every record of the state file ends with the CRC-32C of
 //     its bucket, key and value, checked on every read; a file of format 3
 //     or 4 gets them when it opens (store/checksum.go).
 const (
-	LogFormat   = 3
+	LogFormat   = 4
 	StateFormat = 5
 )
 
+// GroupPolicyLogFormat is the first log format whose pops apply the
+// group's conflation policy.
+const GroupPolicyLogFormat = 4
+
 // The formats before these that this code still reads: a log's entries of
 // format 2 (written before entries carried a checksum: read unchecked) and
+// of format 3 (popped by the queue's conflation option), and
 // a state of format 3 or 4 (migrated when it opens). An older node refuses
 // entries and states of the formats above, naming them.
 const (
@@ -50,7 +61,7 @@ const (
 )
 
 // ReadsLogFormat reports whether this code reads log entries of format v.
-func ReadsLogFormat(v uint32) bool { return v == LogFormat || v == legacyLogFormat }
+func ReadsLogFormat(v uint32) bool { return v >= legacyLogFormat && v <= LogFormat }
 
 // ReadsStateFormat reports whether this code reads (or migrates at open) a
 // state of format v.
@@ -142,7 +153,7 @@ func Decode(data []byte, entry string) (*Command, error) {
 		return nil, fmt.Errorf("%s does not decode: %w", entry, err)
 	}
 	switch {
-	case cmd.Format == LogFormat:
+	case cmd.Format > legacyLogFormat && cmd.Format <= LogFormat: // 3 on: checksummed
 		if !sealed(data) {
 			return nil, fmt.Errorf("%s: %w", entry, ErrCorruptEntry)
 		}

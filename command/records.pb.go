@@ -73,6 +73,58 @@ func (GroupRecord_Mode) EnumDescriptor() ([]byte, []int) {
 	return file_command_records_proto_rawDescGZIP(), []int{7, 0}
 }
 
+// The group's conflation policy (addendum §8), stored by the pop that
+// registered it (log format 4 on); unset: registered before policies
+// were stored, or by a position in a transaction (the next pop stores it).
+type GroupRecord_Conflation int32
+
+const (
+	GroupRecord_CONFLATION_UNSET GroupRecord_Conflation = 0
+	GroupRecord_CONFLATION_OFF   GroupRecord_Conflation = 1
+	GroupRecord_CONFLATION_ON    GroupRecord_Conflation = 2
+)
+
+// Enum value maps for GroupRecord_Conflation.
+var (
+	GroupRecord_Conflation_name = map[int32]string{
+		0: "CONFLATION_UNSET",
+		1: "CONFLATION_OFF",
+		2: "CONFLATION_ON",
+	}
+	GroupRecord_Conflation_value = map[string]int32{
+		"CONFLATION_UNSET": 0,
+		"CONFLATION_OFF":   1,
+		"CONFLATION_ON":    2,
+	}
+)
+
+func (x GroupRecord_Conflation) Enum() *GroupRecord_Conflation {
+	p := new(GroupRecord_Conflation)
+	*p = x
+	return p
+}
+
+func (x GroupRecord_Conflation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GroupRecord_Conflation) Descriptor() protoreflect.EnumDescriptor {
+	return file_command_records_proto_enumTypes[1].Descriptor()
+}
+
+func (GroupRecord_Conflation) Type() protoreflect.EnumType {
+	return &file_command_records_proto_enumTypes[1]
+}
+
+func (x GroupRecord_Conflation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GroupRecord_Conflation.Descriptor instead.
+func (GroupRecord_Conflation) EnumDescriptor() ([]byte, []int) {
+	return file_command_records_proto_rawDescGZIP(), []int{7, 1}
+}
+
 // QueueOptions are the per-queue settings of spec §4.1. In a Configure
 // command a field left unset keeps its current value (2.0 merge semantics);
 // in a stored QueueRecord every field is set.
@@ -837,6 +889,7 @@ type GroupRecord struct {
 	FromUs        int64                  `protobuf:"varint,2,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"`
 	CreatedUs     int64                  `protobuf:"varint,3,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
 	RrAfter       string                 `protobuf:"bytes,4,opt,name=rr_after,json=rrAfter,proto3" json:"rr_after,omitempty"` // wildcard pops scan partitions after this name
+	Conflation    GroupRecord_Conflation `protobuf:"varint,5,opt,name=conflation,proto3,enum=queen.command.v1.GroupRecord_Conflation" json:"conflation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -897,6 +950,13 @@ func (x *GroupRecord) GetRrAfter() string {
 		return x.RrAfter
 	}
 	return ""
+}
+
+func (x *GroupRecord) GetConflation() GroupRecord_Conflation {
+	if x != nil {
+		return x.Conflation
+	}
+	return GroupRecord_CONFLATION_UNSET
 }
 
 type DLQRecord struct {
@@ -1817,16 +1877,24 @@ const file_command_records_proto_rawDesc = "" +
 	"\x11position_metadata\x18\b \x01(\fR\x10positionMetadata\"B\n" +
 	"\bLeaseRun\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xb3\x01\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xc8\x02\n" +
 	"\vGroupRecord\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".queen.command.v1.GroupRecord.ModeR\x04mode\x12\x17\n" +
 	"\afrom_us\x18\x02 \x01(\x03R\x06fromUs\x12\x1d\n" +
 	"\n" +
 	"created_us\x18\x03 \x01(\x03R\tcreatedUs\x12\x19\n" +
-	"\brr_after\x18\x04 \x01(\tR\arrAfter\"\x19\n" +
+	"\brr_after\x18\x04 \x01(\tR\arrAfter\x12H\n" +
+	"\n" +
+	"conflation\x18\x05 \x01(\x0e2(.queen.command.v1.GroupRecord.ConflationR\n" +
+	"conflation\"\x19\n" +
 	"\x04Mode\x12\a\n" +
 	"\x03ALL\x10\x00\x12\b\n" +
-	"\x04FROM\x10\x01\"\xc9\x03\n" +
+	"\x04FROM\x10\x01\"I\n" +
+	"\n" +
+	"Conflation\x12\x14\n" +
+	"\x10CONFLATION_UNSET\x10\x00\x12\x12\n" +
+	"\x0eCONFLATION_OFF\x10\x01\x12\x11\n" +
+	"\rCONFLATION_ON\x10\x02\"\xc9\x03\n" +
 	"\tDLQRecord\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\fR\tmessageId\x12%\n" +
@@ -1932,36 +2000,38 @@ func file_command_records_proto_rawDescGZIP() []byte {
 	return file_command_records_proto_rawDescData
 }
 
-var file_command_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_command_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_command_records_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_command_records_proto_goTypes = []any{
-	(GroupRecord_Mode)(0),   // 0: queen.command.v1.GroupRecord.Mode
-	(*QueueOptions)(nil),    // 1: queen.command.v1.QueueOptions
-	(*QueueRecord)(nil),     // 2: queen.command.v1.QueueRecord
-	(*PartitionRecord)(nil), // 3: queen.command.v1.PartitionRecord
-	(*MessageRecord)(nil),   // 4: queen.command.v1.MessageRecord
-	(*Lease)(nil),           // 5: queen.command.v1.Lease
-	(*CursorRecord)(nil),    // 6: queen.command.v1.CursorRecord
-	(*LeaseRun)(nil),        // 7: queen.command.v1.LeaseRun
-	(*GroupRecord)(nil),     // 8: queen.command.v1.GroupRecord
-	(*DLQRecord)(nil),       // 9: queen.command.v1.DLQRecord
-	(*MetaRecord)(nil),      // 10: queen.command.v1.MetaRecord
-	(*StoredOutcome)(nil),   // 11: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),         // 12: queen.command.v1.Refusal
-	(*TimerRecord)(nil),     // 13: queen.command.v1.TimerRecord
-	(*AuditRecord)(nil),     // 14: queen.command.v1.AuditRecord
-	(*TraceRecord)(nil),     // 15: queen.command.v1.TraceRecord
+	(GroupRecord_Mode)(0),       // 0: queen.command.v1.GroupRecord.Mode
+	(GroupRecord_Conflation)(0), // 1: queen.command.v1.GroupRecord.Conflation
+	(*QueueOptions)(nil),        // 2: queen.command.v1.QueueOptions
+	(*QueueRecord)(nil),         // 3: queen.command.v1.QueueRecord
+	(*PartitionRecord)(nil),     // 4: queen.command.v1.PartitionRecord
+	(*MessageRecord)(nil),       // 5: queen.command.v1.MessageRecord
+	(*Lease)(nil),               // 6: queen.command.v1.Lease
+	(*CursorRecord)(nil),        // 7: queen.command.v1.CursorRecord
+	(*LeaseRun)(nil),            // 8: queen.command.v1.LeaseRun
+	(*GroupRecord)(nil),         // 9: queen.command.v1.GroupRecord
+	(*DLQRecord)(nil),           // 10: queen.command.v1.DLQRecord
+	(*MetaRecord)(nil),          // 11: queen.command.v1.MetaRecord
+	(*StoredOutcome)(nil),       // 12: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),             // 13: queen.command.v1.Refusal
+	(*TimerRecord)(nil),         // 14: queen.command.v1.TimerRecord
+	(*AuditRecord)(nil),         // 15: queen.command.v1.AuditRecord
+	(*TraceRecord)(nil),         // 16: queen.command.v1.TraceRecord
 }
 var file_command_records_proto_depIdxs = []int32{
-	1, // 0: queen.command.v1.QueueRecord.options:type_name -> queen.command.v1.QueueOptions
-	5, // 1: queen.command.v1.CursorRecord.lease:type_name -> queen.command.v1.Lease
-	7, // 2: queen.command.v1.CursorRecord.recent_runs:type_name -> queen.command.v1.LeaseRun
+	2, // 0: queen.command.v1.QueueRecord.options:type_name -> queen.command.v1.QueueOptions
+	6, // 1: queen.command.v1.CursorRecord.lease:type_name -> queen.command.v1.Lease
+	8, // 2: queen.command.v1.CursorRecord.recent_runs:type_name -> queen.command.v1.LeaseRun
 	0, // 3: queen.command.v1.GroupRecord.mode:type_name -> queen.command.v1.GroupRecord.Mode
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1, // 4: queen.command.v1.GroupRecord.conflation:type_name -> queen.command.v1.GroupRecord.Conflation
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_command_records_proto_init() }
@@ -1975,7 +2045,7 @@ func file_command_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_records_proto_rawDesc), len(file_command_records_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -9,6 +9,7 @@ import (
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/timers"
 )
 
@@ -80,7 +81,16 @@ func applySeek(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 }
 
 func applyPop(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	return c.q.Pop(cmd.GetPop(), c.meta.PopMaintenance), true
+	return c.q.Pop(cmd.GetPop(), c.meta.PopMaintenance, ConflationRuleOf(cmd)), true
+}
+
+// ConflationRuleOf is the conflation rule an entry applies: the group's
+// policy from log format 4 on, the queue's before (addendum §8, corrected).
+func ConflationRuleOf(cmd *command.Command) queue.ConflationRule {
+	if cmd.Format != 0 && cmd.Format < command.GroupPolicyLogFormat {
+		return queue.QueuePolicy
+	}
+	return queue.GroupPolicy
 }
 
 func applyAck(c *applyCtx, cmd *command.Command) (proto.Message, bool) {

@@ -102,7 +102,7 @@ func TestAKindLackingAFactPanics(t *testing.T) {
 // on a full disk, what is audited, what carries payloads, what is refused
 // before an entry.
 func TestTheFactsOfEveryKind(t *testing.T) {
-	fromNode := []string{"noop", "sweep", "retain", "idempotency_record", "fire_timers", "drain_buffer", "audit_note", "state_check"}
+	fromNode := []string{"noop", "sweep", "retain", "idempotency_record", "fire_timers", "drain_buffer", "audit_note", "state_check", "index_dead_letters"}
 	admins := []string{"delete_queue", "delete_group", "set_switches", "purge_dead_letters"}
 	addsData := []string{"push", "transaction", "kv", "timers", "configure", "locks"}
 	audited := []string{"delete_queue", "delete_group", "seek", "set_subscription", "set_switches", "audit_note",

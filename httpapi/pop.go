@@ -74,7 +74,7 @@ func (a *API) doPop(w http.ResponseWriter, r *http.Request, decoded request.Pop)
 		return
 	}
 	if len(res.Messages) == 0 {
-		if res.ConflationConflict { // the queue's policy won over the flag: say so, even with nothing (addendum §8)
+		if in.HasConflation { // a pop that names the flag is answered with the echoes, even with nothing (addendum §8)
 			b := append([]byte(`{"success":true,"queue":`), strconv.Quote(res.Queue)...)
 			writeRawJSON(w, http.StatusOK, append(append(appendConflation(b, res), `,"messages":[]}`...), '\n'))
 			return

@@ -203,9 +203,10 @@ func TestConflationAndDepthOverHTTP(t *testing.T) {
 	l.json("POST", "/api/v1/push", `{"items":[`+strings.Join(items, ",")+`]}`, 201, nil)
 	var depth map[string]any
 	l.json("GET", "/api/v1/resources/queues/px/depth?group=ui", "", 200, &depth)
-	if depth["pending"] != float64(6) || depth["partitionsPending"] != float64(2) || depth["effectivePending"] != float64(6) || depth["conflation"] != nil {
+	if depth["pending"] != float64(6) || depth["partitionsPending"] != float64(2) || depth["effectivePending"] != float64(6) || depth["conflation"] != false {
 		t.Errorf("depth before a policy: %v", depth)
 	}
+	// The queue's option is the default a flag-less registration stores.
 	l.json("POST", "/api/v1/configure", `{"queue":"px","options":{"conflation":true}}`, 200, nil)
 	l.json("GET", "/api/v1/resources/queues/px/depth?group=ui", "", 200, &depth)
 	if depth["conflation"] != true || depth["effectivePending"] != float64(2) || depth["effectiveReady"] != float64(2) {
@@ -224,12 +225,35 @@ func TestConflationAndDepthOverHTTP(t *testing.T) {
 	if depth["processing"] != float64(5) {
 		t.Errorf("depth while the conflated delivery is processed: %v", depth)
 	}
-	ack := fmt.Sprintf(`{"transactionId":"p5","partitionId":%q,"leaseId":%q,"consumerGroup":"ui","status":"completed"}`, pop.Messages[0].PartitionID, pop.Messages[0].LeaseID)
+	ui := pop
+	ui.Messages = append([]popMsg(nil), pop.Messages...) // the next decode reuses the array
+	// A group that registers with the flag off keeps it, whatever the option.
+	pop.Conflation = nil
+	l.json("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=audit&subscriptionMode=all&batch=10&conflation=false", "", 200, &pop)
+	if len(pop.Messages) != 5 || pop.Conflation != nil && *pop.Conflation || pop.ConflationConflict {
+		t.Fatalf("a group registered off: %+v", pop)
+	}
+	l.json("GET", "/api/v1/resources/queues/px/depth?group=audit", "", 200, &depth)
+	if depth["conflation"] != false || depth["effectivePending"] != float64(6) || depth["processing"] != float64(5) {
+		t.Errorf("depth of a non-conflating group: %v", depth)
+	}
+	// Without a group: the worst cursor (ui and audit both have 6 pending),
+	// read as non-conflating.
+	l.json("GET", "/api/v1/resources/queues/px/depth", "", 200, &depth)
+	if depth["conflation"] != false || depth["pending"] != float64(6) || depth["effectivePending"] != float64(6) || depth["processing"] != float64(5) || depth["ready"] != float64(1) {
+		t.Errorf("depth without a group: %v", depth)
+	}
+	ack := fmt.Sprintf(`{"transactionId":"p5","partitionId":%q,"leaseId":%q,"consumerGroup":"ui","status":"completed"}`, ui.Messages[0].PartitionID, ui.Messages[0].LeaseID)
 	l.json("POST", "/api/v1/ack", ack, 200, nil)
-	// Nothing left in eur; a conflicting flag gets a 200 with a body even when empty.
+	// Nothing left in eur: a pop that names the flag gets a 200 with a body
+	// even when empty (agreeing or conflicting); a flag-less one a 204.
 	code, b := l.do("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=ui&conflation=false", "")
-	if code != 200 || !strings.Contains(string(b), `"conflationConflict":true`) || !strings.Contains(string(b), `"messages":[]`) {
+	if code != 200 || !strings.Contains(string(b), `"conflationConflict":true`) || !strings.Contains(string(b), `"conflation":true`) || !strings.Contains(string(b), `"messages":[]`) {
 		t.Errorf("an empty pop whose flag conflicts: %d %s", code, b)
+	}
+	code, b = l.do("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=ui&conflation=true", "")
+	if code != 200 || strings.Contains(string(b), `conflationConflict`) || !strings.Contains(string(b), `"conflation":true`) || !strings.Contains(string(b), `"messages":[]`) {
+		t.Errorf("an empty pop whose flag agrees: %d %s", code, b)
 	}
 	if code, _ := l.do("GET", "/api/v1/pop/queue/px/partition/eur?consumerGroup=ui", ""); code != 204 {
 		t.Errorf("an empty flag-less pop: %d, want 204", code)

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/queen-node/queen-node/command"
@@ -31,23 +32,73 @@ func TestConflatedPopsDeliverTheNewest(t *testing.T) {
 	eqList(t, "queue mode", h.txnsOf(h.popq("prices", batch(10))), []string{"p1", "p2", "p3", "p4"})
 }
 
-// The queue's stored policy wins over the pop's flag, and the pop is told.
-func TestConflationPolicyWinsOverTheFlag(t *testing.T) {
+// The policy is the group's (addendum §8, corrected): its first pop stores
+// it (the flag, else the queue's option, else off), no later pop flips it,
+// and a pop whose flag differs is told, behaving by the stored policy.
+func TestConflationIsTheGroupsPolicy(t *testing.T) {
 	h := newStamped(t)
 	on, off := true, false
+	h.push(item("ticks", "", "t1"), item("ticks", "", "t2"))
+	r := h.popq("ticks", group("a"), fromAll(), batch(10), conflate(true)) // registers a conflating group
+	eqList(t, "registered on", h.txnsOf(r), []string{"t2"})
+	eq(t, "echo", r.ConflationEcho && r.Conflation && !r.ConflationConflict, true)
+	h.ackAll(r, command.AckStatus_COMPLETED)
+	h.push(item("ticks", "", "t3"), item("ticks", "", "t4"))
+	r = h.popq("ticks", group("a"), batch(10), conflate(false))
+	eqList(t, "a later flag off does not flip it", h.txnsOf(r), []string{"t4"})
+	eq(t, "conflict", r.ConflationConflict && r.Conflation, true)
+	h.ackAll(r, command.AckStatus_COMPLETED)
+	h.push(item("ticks", "", "t5"), item("ticks", "", "t6"))
+	r = h.popq("ticks", group("a"), batch(10)) // no flag: the stored policy, echoed, no conflict
+	eqList(t, "no flag: stored on", h.txnsOf(r), []string{"t6"})
+	eq(t, "echo without a flag", r.ConflationEcho && r.Conflation && !r.ConflationConflict, true)
+
+	r = h.popq("ticks", group("b"), fromAll(), batch(10)) // registers without a flag, no queue option: off
+	eqList(t, "registered off", h.txnsOf(r), []string{"t1", "t2", "t3", "t4", "t5", "t6"})
+	eq(t, "no echo", r.ConflationEcho, false)
+	h.ackAll(r, command.AckStatus_COMPLETED)
+	h.push(item("ticks", "", "t7"), item("ticks", "", "t8"))
+	r = h.popq("ticks", group("b"), batch(10), conflate(true))
+	eqList(t, "a stored-off group asked to conflate delivers the batch", h.txnsOf(r), []string{"t7", "t8"})
+	eq(t, "conflict, no conflation:true", r.ConflationConflict && r.ConflationEcho && !r.Conflation, true)
+
+	// The queue's option is the default of a flag-less registration only.
+	h.configure("ticks", &command.QueueOptions{Conflation: &on})
+	r = h.popq("ticks", group("c"), fromAll(), batch(10))
+	eqList(t, "flag-less registration takes the queue's option", h.txnsOf(r), []string{"t8"})
+	h.configure("ticks", &command.QueueOptions{Conflation: &off})
+	h.ackAll(r, command.AckStatus_COMPLETED)
+	h.push(item("ticks", "", "t9"), item("ticks", "", "t10"))
+	eqList(t, "a later /configure does not flip a stored policy", h.txnsOf(h.popq("ticks", group("c"), batch(10))), []string{"t10"})
+	r = h.popq("ticks", group("d"), fromAll(), batch(10), conflate(true))
+	eqList(t, "the flag wins over the option at registration", h.txnsOf(r), []string{"t10"})
+}
+
+// An entry written before the group's policy (log format 3) applies the
+// old rule, the queue's option winning over the flag, so a replay of it
+// does what it did; the first pop of the new rule stores the group's policy.
+func TestOldEntriesApplyTheQueuesPolicy(t *testing.T) {
+	h := newStamped(t)
+	on := true
 	h.configure("ticks", &command.QueueOptions{Conflation: &on})
 	h.push(item("ticks", "", "t1"), item("ticks", "", "t2"))
-	r := h.popq("ticks", group("a"), fromAll(), batch(10)) // no flag: the policy conflates
-	eqList(t, "policy on, no flag", h.txnsOf(r), []string{"t2"})
-	eq(t, "echoed without a flag", r.ConflationEcho && r.Conflation && !r.ConflationConflict, true)
-	r = h.popq("ticks", group("b"), fromAll(), batch(10), conflate(false))
-	eqList(t, "policy on, flag off: conflated", h.txnsOf(r), []string{"t2"})
+	old := func(g string, flag bool) *command.PopResult {
+		return h.popUnder(QueuePolicy, &command.Pop{Queue: "ticks", ConsumerGroup: g, Batch: 10, LeaseId: fmt.Sprint("old-", h.index),
+			HasConflation: true, Conflation: flag})
+	}
+	r := old("a", false)
+	eqList(t, "old rule: the queue's option wins", h.txnsOf(r), []string{"t2"})
 	eq(t, "conflict", r.ConflationConflict, true)
-
-	h.configure("ticks", &command.QueueOptions{Conflation: &off})
-	r = h.popq("ticks", group("c"), fromAll(), batch(10), conflate(true))
-	eqList(t, "policy off, flag on: not conflated", h.txnsOf(r), []string{"t1", "t2"})
-	eq(t, "conflict the other way", r.ConflationConflict && !r.Conflation, true)
+	h.read(func(rd *Reader) {
+		eq(t, "no policy stored by an old entry", rd.Group("ticks", "a").Conflation, command.GroupRecord_CONFLATION_UNSET)
+	})
+	h.ackAll(r, command.AckStatus_COMPLETED)
+	h.push(item("ticks", "", "t3"), item("ticks", "", "t4"))
+	r = h.popq("ticks", group("a"), batch(10), conflate(false)) // the new rule meets a group without a policy
+	eqList(t, "the first new-rule pop registers its flag", h.txnsOf(r), []string{"t3", "t4"})
+	h.read(func(rd *Reader) {
+		eq(t, "stored", rd.Group("ticks", "a").Conflation, command.GroupRecord_CONFLATION_OFF)
+	})
 }
 
 // A conflating group dead-letters a poison message after retryLimit (one

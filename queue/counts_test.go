@@ -18,7 +18,7 @@ func TestQueueCountsSumPartitionsAndDeadLetters(t *testing.T) {
 	// A bus group dead-letters a message: a dead letter of the queue, no
 	// change to what queue mode counts.
 	h.apply(true, func(tx *Tx) {
-		tx.Pop(&command.Pop{Queue: "q", ConsumerGroup: "g", Subscription: command.Pop_DEFAULT_ALL, LeaseId: "sub"}, true)
+		tx.Pop(&command.Pop{Queue: "q", ConsumerGroup: "g", Subscription: command.Pop_DEFAULT_ALL, LeaseId: "sub"}, true, GroupPolicy)
 	})
 	h.deadLetter("q", "g")
 	// Queue mode: p1 has a1 completed and a2 leased; p2 dead-letters b1;

@@ -10,7 +10,7 @@ import (
 // can deliver: under conflation one message per partition with a backlog.
 type Depth struct {
 	Pending, PartitionsPending uint64
-	Conflation                 *bool // the queue's stored policy; nil = each pop decides
+	Conflation                 *bool // the group's stored policy (false for the worst-cursor view)
 	EffectivePending           uint64
 	Processing                 uint64
 	Ready, PartitionsReady     uint64
@@ -25,25 +25,62 @@ type PartitionDepth struct {
 	ConflatedDeliveryInProgress bool
 }
 
-// Depth counts the queue's messages for group ("" = queue mode) at time
-// now; ok=false: no such queue. A group with no cursor in a partition
-// counts from where its first pop would start there.
+// Depth counts the queue's messages for group at time now; ok=false: no
+// such queue. A group with no cursor in a partition counts from where its
+// first pop would start there. With group "" it is the figures of the
+// named group with the most pending (the worst cursor; queue mode when no
+// group has popped the queue), read as a non-conflating group.
 func (rd *Reader) Depth(queue, group string, now int64) (d Depth, ok bool) {
 	q := rd.Queue(queue)
 	if q == nil {
 		return d, false
 	}
 	if group == "" {
-		group = command.QueueModeGroup
+		return rd.worstDepth(q, now), true
 	}
-	var g *command.GroupRecord
-	if v := rd.r.Get(bGroups, join(queue, group)); v != nil {
-		g = &command.GroupRecord{}
+	g := rd.Group(queue, group)
+	policy := command.GroupRecord_CONFLATION_UNSET
+	if g != nil {
+		policy = g.Conflation
+	}
+	if policy == command.GroupRecord_CONFLATION_UNSET { // a flag-less first pop would store this
+		policy = registeredPolicy(q.Options, &command.Pop{})
+	}
+	on := policy == command.GroupRecord_CONFLATION_ON
+	d = rd.depth(q, group, g, on, now)
+	d.Conflation = &on
+	return d, true
+}
+
+// worstDepth is Depth without a group: the named group with the most
+// pending, read as non-conflating.
+func (rd *Reader) worstDepth(q *command.QueueRecord, now int64) Depth {
+	worst, found := Depth{}, false
+	c := rd.r.Cursor(bGroups)
+	pfx := prefix(q.Name)
+	for k, v := c.Seek(pfx); k != nil && hasPrefix(k, pfx); k, v = c.Next() {
+		_, name := splitJoined(k)
+		if name == command.QueueModeGroup {
+			continue
+		}
+		g := &command.GroupRecord{}
 		command.MustDecodeRecord(v, g)
+		if d := rd.depth(q, name, g, false, now); !found || d.Pending > worst.Pending {
+			worst, found = d, true
+		}
 	}
-	d.Conflation = q.Options.Conflation
-	conflating := d.Conflation != nil && *d.Conflation && group != command.QueueModeGroup
-	for _, p := range rd.Partitions(queue) {
+	if !found {
+		worst = rd.depth(q, command.QueueModeGroup, rd.Group(q.Name, command.QueueModeGroup), false, now)
+	}
+	off := false
+	worst.Conflation = &off
+	return worst
+}
+
+// depth counts the queue's messages for group (record g, nil when it never
+// popped), conflating or not.
+func (rd *Reader) depth(q *command.QueueRecord, group string, g *command.GroupRecord, conflating bool, now int64) (d Depth) {
+	for _, p := range rd.Partitions(q.Name) {
 		cur := rd.Cursor(p.Id, group)
 		if cur == nil {
 			cur = &command.CursorRecord{Consumed: startConsumed(rd.msgs, p, group, g)}
@@ -73,5 +110,5 @@ func (rd *Reader) Depth(queue, group string, now int64) (d Depth, ok bool) {
 	if conflating {
 		d.EffectivePending, d.EffectiveReady = d.PartitionsPending, d.PartitionsReady
 	}
-	return d, true
+	return d
 }

@@ -202,7 +202,7 @@ func TestReplayOfOneGroupsRecord(t *testing.T) {
 	res := h.push(item("q", "p", "t1"))
 	pid := res[0].PartitionId
 	h.apply(true, func(tx *Tx) {
-		tx.Pop(&command.Pop{Queue: "q", ConsumerGroup: "a", Subscription: command.Pop_DEFAULT_ALL, Batch: 0, LeaseId: "x"}, true)
+		tx.Pop(&command.Pop{Queue: "q", ConsumerGroup: "a", Subscription: command.Pop_DEFAULT_ALL, Batch: 0, LeaseId: "x"}, true, GroupPolicy)
 	})
 	h.deadLetter("q", "a")
 	h.deadLetter("q", "b")
@@ -371,7 +371,7 @@ func TestMessageStatuses(t *testing.T) {
 	res = h.push(item("bus", "p", "x"), item("bus", "p", "y"))
 	for _, g := range []string{"g1", "g2"} {
 		h.apply(true, func(tx *Tx) {
-			tx.Pop(&command.Pop{Queue: "bus", ConsumerGroup: g, Subscription: command.Pop_DEFAULT_ALL, Batch: 1, LeaseId: "b" + g}, false)
+			tx.Pop(&command.Pop{Queue: "bus", ConsumerGroup: g, Subscription: command.Pop_DEFAULT_ALL, Batch: 1, LeaseId: "b" + g}, false, GroupPolicy)
 		})
 	}
 	h.read(func(rd *Reader) {

@@ -121,7 +121,7 @@ func deliverable(es entries, q *command.QueueRecord, p *command.PartitionRecord,
 // Pop claims up to in.Batch messages for a group from the queue (or the
 // namespace's queues), partition by partition: one lease over the run it
 // delivers in each partition it claims. popMaintenance answers nothing.
-func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
+func (t *Tx) Pop(in *command.Pop, popMaintenance bool, rule ConflationRule) *command.PopResult {
 	group := in.ConsumerGroup
 	if group == "" {
 		group = command.QueueModeGroup
@@ -144,7 +144,11 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool) *command.PopResult {
 		// First contact of this group with this queue records where it
 		// starts, even if this pop finds nothing (spec §5.7).
 		gs := t.registerGroup(qname, group, in.Subscription, in.SubscriptionFromUs)
-		conflate := conflation(qs.rec.Options, in, group, res)
+		if rule == GroupPolicy && gs.rec.Conflation == command.GroupRecord_CONFLATION_UNSET {
+			gs.rec.Conflation = registeredPolicy(qs.rec.Options, in) // a group registered before policies were stored: now
+			gs.dirty = true
+		}
+		conflate := conflation(rule, qs.rec.Options, gs.rec, in, group, res)
 		expires := t.now + leaseSeconds(qs.rec.Options, in.LeaseSeconds)*1e6
 		claim := func(ps *partState) bool {
 			cs := t.cursor(ps.rec.Id, group)
@@ -320,10 +324,37 @@ func (t *Tx) registerGroup(queue, group string, sub command.Pop_Subscription, fr
 	return gs
 }
 
+// ConflationRule is the rule a pop's entry applies (addendum §8), by the
+// log format it was written in: replaying an older entry, or a cluster in
+// mid-upgrade, applies it as it was applied when it was written.
+type ConflationRule uint8
+
+const (
+	// QueuePolicy (entries before log format 4): the queue's /configure
+	// option, where set, wins over the pop's flag; else each pop decides.
+	QueuePolicy ConflationRule = iota
+	// GroupPolicy (log format 4 on): the policy is the group's, stored by
+	// the pop that registers it (its first), and no later pop changes it.
+	GroupPolicy
+)
+
+// registeredPolicy is the policy a group's registering pop stores: its
+// flag, else the queue's option where one is set, else off.
+func registeredPolicy(o *command.QueueOptions, in *command.Pop) command.GroupRecord_Conflation {
+	on := o.GetConflation()
+	if in.HasConflation {
+		on = in.Conflation
+	}
+	if on {
+		return command.GroupRecord_CONFLATION_ON
+	}
+	return command.GroupRecord_CONFLATION_OFF
+}
+
 // conflation decides whether a group's pop conflates in a queue and notes
-// in res what the pop is answered with (NoteConflation).
-func conflation(o *command.QueueOptions, in *command.Pop, group string, res *command.PopResult) bool {
-	on, echo, conflict := Conflation(o, in, group)
+// in res what the pop is answered with.
+func conflation(rule ConflationRule, o *command.QueueOptions, g *command.GroupRecord, in *command.Pop, group string, res *command.PopResult) bool {
+	on, echo, conflict := Conflation(rule, o, g, in, group)
 	res.ConflationEcho = res.ConflationEcho || echo
 	res.Conflation = res.Conflation || on
 	res.ConflationConflict = res.ConflationConflict || conflict
@@ -331,15 +362,25 @@ func conflation(o *command.QueueOptions, in *command.Pop, group string, res *com
 }
 
 // Conflation is the rule of addendum §8: whether a pop of group conflates
-// in a queue with options o: the queue's stored policy wins over the pop's
-// flag; queue mode and autoAck never conflate. echo: the answer says
-// whether it conflated (the pop asked, or the queue has a policy);
-// conflict: the pop's flag lost to the policy.
-func Conflation(o *command.QueueOptions, in *command.Pop, group string) (on, echo, conflict bool) {
-	on, echo = in.HasConflation && in.Conflation, in.HasConflation
-	if p := o.GetConflation(); o != nil && o.Conflation != nil {
-		conflict = in.HasConflation && in.Conflation != p
-		on, echo = p, true
+// in a queue with options o, where the group's record is g (nil: not
+// registered; this pop would register it). Queue mode and autoAck never
+// conflate. echo: the answer carries conflation (true: it conflated);
+// conflict: the pop's flag differs from the policy that decided.
+func Conflation(rule ConflationRule, o *command.QueueOptions, g *command.GroupRecord, in *command.Pop, group string) (on, echo, conflict bool) {
+	if rule == QueuePolicy {
+		on, echo = in.HasConflation && in.Conflation, in.HasConflation
+		if p := o.GetConflation(); o != nil && o.Conflation != nil {
+			conflict = in.HasConflation && in.Conflation != p
+			on, echo = p, true
+		}
+	} else {
+		policy := registeredPolicy(o, in)
+		if g != nil && g.Conflation != command.GroupRecord_CONFLATION_UNSET {
+			policy = g.Conflation
+		}
+		on = policy == command.GroupRecord_CONFLATION_ON
+		conflict = in.HasConflation && in.Conflation != on
+		echo = in.HasConflation || on
 	}
 	if group == "" || group == command.QueueModeGroup || in.AutoAck {
 		on = false

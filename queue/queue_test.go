@@ -110,7 +110,15 @@ func (h *domain) push(items ...*command.PushItem) []*command.PushItemResult {
 func (h *domain) pop(in *command.Pop) *command.PopResult {
 	h.t.Helper()
 	var out *command.PopResult
-	h.apply(true, func(tx *Tx) { out = tx.Pop(in, false) })
+	h.apply(true, func(tx *Tx) { out = tx.Pop(in, false, GroupPolicy) })
+	return out
+}
+
+// popUnder pops as an entry of the log format whose rule is rule.
+func (h *domain) popUnder(rule ConflationRule, in *command.Pop) *command.PopResult {
+	h.t.Helper()
+	var out *command.PopResult
+	h.apply(true, func(tx *Tx) { out = tx.Pop(in, false, rule) })
 	return out
 }
 

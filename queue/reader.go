@@ -148,11 +148,8 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 		if q == nil {
 			continue
 		}
-		var g *command.GroupRecord
-		if v := rd.r.Get(bGroups, join(qname, group)); v != nil {
-			g = &command.GroupRecord{}
-			command.MustDecodeRecord(v, g)
-		} else {
+		g := rd.Group(qname, group)
+		if g == nil {
 			return PopReadiness{Ready: true, Partitions: 1} // first contact is recorded by an entry
 		}
 		check := func(p *command.PartitionRecord) bool {
@@ -189,6 +186,18 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 		}
 	}
 	return out
+}
+
+// Group is a group's record in a queue (where it started, its conflation
+// policy), or nil when the group never popped it.
+func (rd *Reader) Group(queue, group string) *command.GroupRecord {
+	v := rd.r.Get(bGroups, join(queue, group))
+	if v == nil {
+		return nil
+	}
+	g := &command.GroupRecord{}
+	command.MustDecodeRecord(v, g)
+	return g
 }
 
 // DLQFilter selects dead letters (spec §4.10).
