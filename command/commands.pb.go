@@ -348,6 +348,9 @@ type Command struct {
 	//	*Command_Locks
 	//	*Command_StateCheck
 	//	*Command_IndexDeadLetters
+	//	*Command_StreamRegister
+	//	*Command_StreamCycle
+	//	*Command_StreamDeleteQuery
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -675,6 +678,33 @@ func (x *Command) GetIndexDeadLetters() *IndexDeadLetters {
 	return nil
 }
 
+func (x *Command) GetStreamRegister() *StreamRegister {
+	if x != nil {
+		if x, ok := x.Body.(*Command_StreamRegister); ok {
+			return x.StreamRegister
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetStreamCycle() *StreamCycle {
+	if x != nil {
+		if x, ok := x.Body.(*Command_StreamCycle); ok {
+			return x.StreamCycle
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetStreamDeleteQuery() *StreamDeleteQuery {
+	if x != nil {
+		if x, ok := x.Body.(*Command_StreamDeleteQuery); ok {
+			return x.StreamDeleteQuery
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -787,6 +817,18 @@ type Command_IndexDeadLetters struct {
 	IndexDeadLetters *IndexDeadLetters `protobuf:"bytes,36,opt,name=index_dead_letters,json=indexDeadLetters,proto3,oneof"`
 }
 
+type Command_StreamRegister struct {
+	StreamRegister *StreamRegister `protobuf:"bytes,37,opt,name=stream_register,json=streamRegister,proto3,oneof"`
+}
+
+type Command_StreamCycle struct {
+	StreamCycle *StreamCycle `protobuf:"bytes,38,opt,name=stream_cycle,json=streamCycle,proto3,oneof"`
+}
+
+type Command_StreamDeleteQuery struct {
+	StreamDeleteQuery *StreamDeleteQuery `protobuf:"bytes,39,opt,name=stream_delete_query,json=streamDeleteQuery,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -840,6 +882,12 @@ func (*Command_Locks) isCommand_Body() {}
 func (*Command_StateCheck) isCommand_Body() {}
 
 func (*Command_IndexDeadLetters) isCommand_Body() {}
+
+func (*Command_StreamRegister) isCommand_Body() {}
+
+func (*Command_StreamCycle) isCommand_Body() {}
+
+func (*Command_StreamDeleteQuery) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3448,11 +3496,343 @@ func (x *IndexDeadLetters) GetLimit() uint32 {
 	return 0
 }
 
+// StreamRegister is POST /streams/v1/queries: registers a query by name,
+// idempotently. query_id and state_id are minted by the proposer: the id a
+// new query takes, and the generation its state rows are kept under (a new
+// query, or a reset, starts a new one; the old one's rows are swept).
+type StreamRegister struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	SourceQueue   string                 `protobuf:"bytes,2,opt,name=source_queue,json=sourceQueue,proto3" json:"source_queue,omitempty"`
+	SinkQueue     string                 `protobuf:"bytes,3,opt,name=sink_queue,json=sinkQueue,proto3" json:"sink_queue,omitempty"`
+	ConfigHash    string                 `protobuf:"bytes,4,opt,name=config_hash,json=configHash,proto3" json:"config_hash,omitempty"`
+	ResetState    bool                   `protobuf:"varint,5,opt,name=reset_state,json=resetState,proto3" json:"reset_state,omitempty"` // the body's reset
+	QueryId       []byte                 `protobuf:"bytes,6,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	StateId       []byte                 `protobuf:"bytes,7,opt,name=state_id,json=stateId,proto3" json:"state_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamRegister) Reset() {
+	*x = StreamRegister{}
+	mi := &file_command_commands_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamRegister) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamRegister) ProtoMessage() {}
+
+func (x *StreamRegister) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamRegister.ProtoReflect.Descriptor instead.
+func (*StreamRegister) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *StreamRegister) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StreamRegister) GetSourceQueue() string {
+	if x != nil {
+		return x.SourceQueue
+	}
+	return ""
+}
+
+func (x *StreamRegister) GetSinkQueue() string {
+	if x != nil {
+		return x.SinkQueue
+	}
+	return ""
+}
+
+func (x *StreamRegister) GetConfigHash() string {
+	if x != nil {
+		return x.ConfigHash
+	}
+	return ""
+}
+
+func (x *StreamRegister) GetResetState() bool {
+	if x != nil {
+		return x.ResetState
+	}
+	return false
+}
+
+func (x *StreamRegister) GetQueryId() []byte {
+	if x != nil {
+		return x.QueryId
+	}
+	return nil
+}
+
+func (x *StreamRegister) GetStateId() []byte {
+	if x != nil {
+		return x.StateId
+	}
+	return nil
+}
+
+// StreamCycle is POST /streams/v1/cycle: a query's state operations for one
+// source partition, the pushes to its sink and the ack of the consumed
+// messages, as one change (all or nothing).
+type StreamCycle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	QueryId       []byte                 `protobuf:"bytes,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`
+	PartitionId   []byte                 `protobuf:"bytes,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`       // the source partition
+	ConsumerGroup string                 `protobuf:"bytes,3,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"` // "" = queue mode
+	// The query's queues as the front end read them (for the scope check);
+	// apply refuses the cycle when the query now says otherwise.
+	SourceQueue   string           `protobuf:"bytes,4,opt,name=source_queue,json=sourceQueue,proto3" json:"source_queue,omitempty"`
+	SinkQueue     string           `protobuf:"bytes,5,opt,name=sink_queue,json=sinkQueue,proto3" json:"sink_queue,omitempty"`
+	Ops           []*StreamStateOp `protobuf:"bytes,6,rep,name=ops,proto3" json:"ops,omitempty"`
+	Pushes        []*PushItem      `protobuf:"bytes,7,rep,name=pushes,proto3" json:"pushes,omitempty"`
+	Ack           *StreamAck       `protobuf:"bytes,8,opt,name=ack,proto3" json:"ack,omitempty"` // absent: a flush (ack null)
+	ReleaseLease  bool             `protobuf:"varint,9,opt,name=release_lease,json=releaseLease,proto3" json:"release_lease,omitempty"`
+	MaxKeys       uint32           `protobuf:"varint,10,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"` // keys a query may hold per partition (the proposer's limit)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamCycle) Reset() {
+	*x = StreamCycle{}
+	mi := &file_command_commands_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamCycle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamCycle) ProtoMessage() {}
+
+func (x *StreamCycle) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamCycle.ProtoReflect.Descriptor instead.
+func (*StreamCycle) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *StreamCycle) GetQueryId() []byte {
+	if x != nil {
+		return x.QueryId
+	}
+	return nil
+}
+
+func (x *StreamCycle) GetPartitionId() []byte {
+	if x != nil {
+		return x.PartitionId
+	}
+	return nil
+}
+
+func (x *StreamCycle) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *StreamCycle) GetSourceQueue() string {
+	if x != nil {
+		return x.SourceQueue
+	}
+	return ""
+}
+
+func (x *StreamCycle) GetSinkQueue() string {
+	if x != nil {
+		return x.SinkQueue
+	}
+	return ""
+}
+
+func (x *StreamCycle) GetOps() []*StreamStateOp {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *StreamCycle) GetPushes() []*PushItem {
+	if x != nil {
+		return x.Pushes
+	}
+	return nil
+}
+
+func (x *StreamCycle) GetAck() *StreamAck {
+	if x != nil {
+		return x.Ack
+	}
+	return nil
+}
+
+func (x *StreamCycle) GetReleaseLease() bool {
+	if x != nil {
+		return x.ReleaseLease
+	}
+	return false
+}
+
+func (x *StreamCycle) GetMaxKeys() uint32 {
+	if x != nil {
+		return x.MaxKeys
+	}
+	return 0
+}
+
+// StreamAck settles the caller's run: every message of the partition up to
+// and including transaction_id, under lease_id.
+type StreamAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransactionId string                 `protobuf:"bytes,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Status        AckStatus              `protobuf:"varint,3,opt,name=status,proto3,enum=queen.command.v1.AckStatus" json:"status,omitempty"`
+	Count         uint32                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"` // 0 = not sent
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamAck) Reset() {
+	*x = StreamAck{}
+	mi := &file_command_commands_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAck) ProtoMessage() {}
+
+func (x *StreamAck) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAck.ProtoReflect.Descriptor instead.
+func (*StreamAck) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StreamAck) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *StreamAck) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *StreamAck) GetStatus() AckStatus {
+	if x != nil {
+		return x.Status
+	}
+	return AckStatus_COMPLETED
+}
+
+func (x *StreamAck) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// StreamDeleteQuery removes a query and (swept in steps) its state.
+type StreamDeleteQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamDeleteQuery) Reset() {
+	*x = StreamDeleteQuery{}
+	mi := &file_command_commands_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamDeleteQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamDeleteQuery) ProtoMessage() {}
+
+func (x *StreamDeleteQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamDeleteQuery.ProtoReflect.Descriptor instead.
+func (*StreamDeleteQuery) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StreamDeleteQuery) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\"\xf7\x0e\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\"\xdf\x10\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -3490,7 +3870,10 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x05locks\x18\x1e \x01(\v2\x17.queen.command.v1.LocksH\x00R\x05locks\x12?\n" +
 	"\vstate_check\x18# \x01(\v2\x1c.queen.command.v1.StateCheckH\x00R\n" +
 	"stateCheck\x12R\n" +
-	"\x12index_dead_letters\x18$ \x01(\v2\".queen.command.v1.IndexDeadLettersH\x00R\x10indexDeadLettersB\x06\n" +
+	"\x12index_dead_letters\x18$ \x01(\v2\".queen.command.v1.IndexDeadLettersH\x00R\x10indexDeadLetters\x12K\n" +
+	"\x0fstream_register\x18% \x01(\v2 .queen.command.v1.StreamRegisterH\x00R\x0estreamRegister\x12B\n" +
+	"\fstream_cycle\x18& \x01(\v2\x1d.queen.command.v1.StreamCycleH\x00R\vstreamCycle\x12U\n" +
+	"\x13stream_delete_query\x18' \x01(\v2#.queen.command.v1.StreamDeleteQueryH\x00R\x11streamDeleteQueryB\x06\n" +
 	"\x04bodyB\x06\n" +
 	"\x04_crc\"\x06\n" +
 	"\x04Noop\"\xdc\x01\n" +
@@ -3734,7 +4117,38 @@ const file_command_commands_proto_rawDesc = "" +
 	"\aRELEASE\x10\x02\x12\a\n" +
 	"\x03GET\x10\x03\"(\n" +
 	"\x10IndexDeadLetters\x12\x14\n" +
-	"\x05limit\x18\x01 \x01(\rR\x05limit*:\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"\xde\x01\n" +
+	"\x0eStreamRegister\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fsource_queue\x18\x02 \x01(\tR\vsourceQueue\x12\x1d\n" +
+	"\n" +
+	"sink_queue\x18\x03 \x01(\tR\tsinkQueue\x12\x1f\n" +
+	"\vconfig_hash\x18\x04 \x01(\tR\n" +
+	"configHash\x12\x1f\n" +
+	"\vreset_state\x18\x05 \x01(\bR\n" +
+	"resetState\x12\x19\n" +
+	"\bquery_id\x18\x06 \x01(\fR\aqueryId\x12\x19\n" +
+	"\bstate_id\x18\a \x01(\fR\astateId\"\x8a\x03\n" +
+	"\vStreamCycle\x12\x19\n" +
+	"\bquery_id\x18\x01 \x01(\fR\aqueryId\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\fR\vpartitionId\x12%\n" +
+	"\x0econsumer_group\x18\x03 \x01(\tR\rconsumerGroup\x12!\n" +
+	"\fsource_queue\x18\x04 \x01(\tR\vsourceQueue\x12\x1d\n" +
+	"\n" +
+	"sink_queue\x18\x05 \x01(\tR\tsinkQueue\x121\n" +
+	"\x03ops\x18\x06 \x03(\v2\x1f.queen.command.v1.StreamStateOpR\x03ops\x122\n" +
+	"\x06pushes\x18\a \x03(\v2\x1a.queen.command.v1.PushItemR\x06pushes\x12-\n" +
+	"\x03ack\x18\b \x01(\v2\x1b.queen.command.v1.StreamAckR\x03ack\x12#\n" +
+	"\rrelease_lease\x18\t \x01(\bR\freleaseLease\x12\x19\n" +
+	"\bmax_keys\x18\n" +
+	" \x01(\rR\amaxKeys\"\x98\x01\n" +
+	"\tStreamAck\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\tR\rtransactionId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x123\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1b.queen.command.v1.AckStatusR\x06status\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\rR\x05count\"'\n" +
+	"\x11StreamDeleteQuery\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name*:\n" +
 	"\tAckStatus\x12\r\n" +
 	"\tCOMPLETED\x10\x00\x12\n" +
 	"\n" +
@@ -3755,7 +4169,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -3799,8 +4213,13 @@ var file_command_commands_proto_goTypes = []any{
 	(*Locks)(nil),             // 39: queen.command.v1.Locks
 	(*LockOp)(nil),            // 40: queen.command.v1.LockOp
 	(*IndexDeadLetters)(nil),  // 41: queen.command.v1.IndexDeadLetters
-	(*QueueOptions)(nil),      // 42: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 43: queen.command.v1.Refusal
+	(*StreamRegister)(nil),    // 42: queen.command.v1.StreamRegister
+	(*StreamCycle)(nil),       // 43: queen.command.v1.StreamCycle
+	(*StreamAck)(nil),         // 44: queen.command.v1.StreamAck
+	(*StreamDeleteQuery)(nil), // 45: queen.command.v1.StreamDeleteQuery
+	(*QueueOptions)(nil),      // 46: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 47: queen.command.v1.Refusal
+	(*StreamStateOp)(nil),     // 48: queen.command.v1.StreamStateOp
 }
 var file_command_commands_proto_depIdxs = []int32{
 	26, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -3831,31 +4250,38 @@ var file_command_commands_proto_depIdxs = []int32{
 	39, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
 	33, // 26: queen.command.v1.Command.state_check:type_name -> queen.command.v1.StateCheck
 	41, // 27: queen.command.v1.Command.index_dead_letters:type_name -> queen.command.v1.IndexDeadLetters
-	7,  // 28: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 29: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 30: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	10, // 31: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	10, // 32: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	7,  // 33: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	12, // 34: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	23, // 35: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	15, // 36: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	14, // 37: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	1,  // 38: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 39: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	15, // 40: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	42, // 41: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 42: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	23, // 43: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	43, // 44: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	7,  // 45: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	40, // 46: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
-	4,  // 47: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	42, // 28: queen.command.v1.Command.stream_register:type_name -> queen.command.v1.StreamRegister
+	43, // 29: queen.command.v1.Command.stream_cycle:type_name -> queen.command.v1.StreamCycle
+	45, // 30: queen.command.v1.Command.stream_delete_query:type_name -> queen.command.v1.StreamDeleteQuery
+	7,  // 31: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 32: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 33: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	10, // 34: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	10, // 35: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	7,  // 36: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	12, // 37: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	23, // 38: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	15, // 39: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	14, // 40: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	1,  // 41: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 42: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	15, // 43: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	46, // 44: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 45: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	23, // 46: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	47, // 47: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	7,  // 48: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	40, // 49: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 50: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	48, // 51: queen.command.v1.StreamCycle.ops:type_name -> queen.command.v1.StreamStateOp
+	7,  // 52: queen.command.v1.StreamCycle.pushes:type_name -> queen.command.v1.PushItem
+	44, // 53: queen.command.v1.StreamCycle.ack:type_name -> queen.command.v1.StreamAck
+	0,  // 54: queen.command.v1.StreamAck.status:type_name -> queen.command.v1.AckStatus
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -3864,6 +4290,7 @@ func file_command_commands_proto_init() {
 		return
 	}
 	file_command_records_proto_init()
+	file_command_streams_proto_init()
 	file_command_commands_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Noop)(nil),
 		(*Command_Push)(nil),
@@ -3892,6 +4319,9 @@ func file_command_commands_proto_init() {
 		(*Command_Locks)(nil),
 		(*Command_StateCheck)(nil),
 		(*Command_IndexDeadLetters)(nil),
+		(*Command_StreamRegister)(nil),
+		(*Command_StreamCycle)(nil),
+		(*Command_StreamDeleteQuery)(nil),
 	}
 	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
@@ -3904,7 +4334,7 @@ func file_command_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -34,6 +34,8 @@ type Query struct {
 	//	*Query_Timer
 	//	*Query_Timers
 	//	*Query_TimerCount
+	//	*Query_StreamState
+	//	*Query_StreamQueries
 	Body          isQuery_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -112,6 +114,24 @@ func (x *Query) GetTimerCount() *TimerCount {
 	return nil
 }
 
+func (x *Query) GetStreamState() *StreamStateGet {
+	if x != nil {
+		if x, ok := x.Body.(*Query_StreamState); ok {
+			return x.StreamState
+		}
+	}
+	return nil
+}
+
+func (x *Query) GetStreamQueries() *StreamQueryList {
+	if x != nil {
+		if x, ok := x.Body.(*Query_StreamQueries); ok {
+			return x.StreamQueries
+		}
+	}
+	return nil
+}
+
 type isQuery_Body interface {
 	isQuery_Body()
 }
@@ -132,6 +152,14 @@ type Query_TimerCount struct {
 	TimerCount *TimerCount `protobuf:"bytes,4,opt,name=timer_count,json=timerCount,proto3,oneof"`
 }
 
+type Query_StreamState struct {
+	StreamState *StreamStateGet `protobuf:"bytes,5,opt,name=stream_state,json=streamState,proto3,oneof"`
+}
+
+type Query_StreamQueries struct {
+	StreamQueries *StreamQueryList `protobuf:"bytes,6,opt,name=stream_queries,json=streamQueries,proto3,oneof"`
+}
+
 func (*Query_Kv) isQuery_Body() {}
 
 func (*Query_Timer) isQuery_Body() {}
@@ -139,6 +167,10 @@ func (*Query_Timer) isQuery_Body() {}
 func (*Query_Timers) isQuery_Body() {}
 
 func (*Query_TimerCount) isQuery_Body() {}
+
+func (*Query_StreamState) isQuery_Body() {}
+
+func (*Query_StreamQueries) isQuery_Body() {}
 
 // KVReads are read-only KV ops (get, list), answered from one view.
 type KVReads struct {
@@ -357,6 +389,8 @@ type QueryResult struct {
 	//	*QueryResult_Timer
 	//	*QueryResult_Timers
 	//	*QueryResult_TimerCount
+	//	*QueryResult_StreamState
+	//	*QueryResult_StreamQueries
 	Body          isQueryResult_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -435,6 +469,24 @@ func (x *QueryResult) GetTimerCount() *TimerCountResult {
 	return nil
 }
 
+func (x *QueryResult) GetStreamState() *StreamStateGetResult {
+	if x != nil {
+		if x, ok := x.Body.(*QueryResult_StreamState); ok {
+			return x.StreamState
+		}
+	}
+	return nil
+}
+
+func (x *QueryResult) GetStreamQueries() *StreamQueryListResult {
+	if x != nil {
+		if x, ok := x.Body.(*QueryResult_StreamQueries); ok {
+			return x.StreamQueries
+		}
+	}
+	return nil
+}
+
 type isQueryResult_Body interface {
 	isQueryResult_Body()
 }
@@ -455,6 +507,14 @@ type QueryResult_TimerCount struct {
 	TimerCount *TimerCountResult `protobuf:"bytes,4,opt,name=timer_count,json=timerCount,proto3,oneof"`
 }
 
+type QueryResult_StreamState struct {
+	StreamState *StreamStateGetResult `protobuf:"bytes,5,opt,name=stream_state,json=streamState,proto3,oneof"`
+}
+
+type QueryResult_StreamQueries struct {
+	StreamQueries *StreamQueryListResult `protobuf:"bytes,6,opt,name=stream_queries,json=streamQueries,proto3,oneof"`
+}
+
 func (*QueryResult_Kv) isQueryResult_Body() {}
 
 func (*QueryResult_Timer) isQueryResult_Body() {}
@@ -462,6 +522,10 @@ func (*QueryResult_Timer) isQueryResult_Body() {}
 func (*QueryResult_Timers) isQueryResult_Body() {}
 
 func (*QueryResult_TimerCount) isQueryResult_Body() {}
+
+func (*QueryResult_StreamState) isQueryResult_Body() {}
+
+func (*QueryResult_StreamQueries) isQueryResult_Body() {}
 
 type TimerGetResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -607,13 +671,15 @@ var File_command_queries_proto protoreflect.FileDescriptor
 
 const file_command_queries_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/queries.proto\x12\x10queen.command.v1\x1a\x16command/commands.proto\x1a\x15command/records.proto\x1a\x15command/results.proto\"\xe8\x01\n" +
+	"\x15command/queries.proto\x12\x10queen.command.v1\x1a\x16command/commands.proto\x1a\x15command/records.proto\x1a\x15command/results.proto\x1a\x15command/streams.proto\"\xfb\x02\n" +
 	"\x05Query\x12+\n" +
 	"\x02kv\x18\x01 \x01(\v2\x19.queen.command.v1.KVReadsH\x00R\x02kv\x122\n" +
 	"\x05timer\x18\x02 \x01(\v2\x1a.queen.command.v1.TimerGetH\x00R\x05timer\x125\n" +
 	"\x06timers\x18\x03 \x01(\v2\x1b.queen.command.v1.TimerListH\x00R\x06timers\x12?\n" +
 	"\vtimer_count\x18\x04 \x01(\v2\x1c.queen.command.v1.TimerCountH\x00R\n" +
-	"timerCountB\x06\n" +
+	"timerCount\x12E\n" +
+	"\fstream_state\x18\x05 \x01(\v2 .queen.command.v1.StreamStateGetH\x00R\vstreamState\x12J\n" +
+	"\x0estream_queries\x18\x06 \x01(\v2!.queen.command.v1.StreamQueryListH\x00R\rstreamQueriesB\x06\n" +
 	"\x04body\"3\n" +
 	"\aKVReads\x12(\n" +
 	"\x03ops\x18\x01 \x03(\v2\x16.queen.command.v1.KVOpR\x03ops\"=\n" +
@@ -627,13 +693,15 @@ const file_command_queries_proto_rawDesc = "" +
 	"\n" +
 	"TimerCount\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
-	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"\x86\x02\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\"\xa5\x03\n" +
 	"\vQueryResult\x121\n" +
 	"\x02kv\x18\x01 \x01(\v2\x1f.queen.command.v1.KVBatchResultH\x00R\x02kv\x128\n" +
 	"\x05timer\x18\x02 \x01(\v2 .queen.command.v1.TimerGetResultH\x00R\x05timer\x12;\n" +
 	"\x06timers\x18\x03 \x01(\v2!.queen.command.v1.TimerListResultH\x00R\x06timers\x12E\n" +
 	"\vtimer_count\x18\x04 \x01(\v2\".queen.command.v1.TimerCountResultH\x00R\n" +
-	"timerCountB\x06\n" +
+	"timerCount\x12K\n" +
+	"\fstream_state\x18\x05 \x01(\v2&.queen.command.v1.StreamStateGetResultH\x00R\vstreamState\x12P\n" +
+	"\x0estream_queries\x18\x06 \x01(\v2'.queen.command.v1.StreamQueryListResultH\x00R\rstreamQueriesB\x06\n" +
 	"\x04body\"E\n" +
 	"\x0eTimerGetResult\x123\n" +
 	"\x05timer\x18\x01 \x01(\v2\x1d.queen.command.v1.TimerRecordR\x05timer\"f\n" +
@@ -657,36 +725,44 @@ func file_command_queries_proto_rawDescGZIP() []byte {
 
 var file_command_queries_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_command_queries_proto_goTypes = []any{
-	(*Query)(nil),            // 0: queen.command.v1.Query
-	(*KVReads)(nil),          // 1: queen.command.v1.KVReads
-	(*TimerGet)(nil),         // 2: queen.command.v1.TimerGet
-	(*TimerList)(nil),        // 3: queen.command.v1.TimerList
-	(*TimerCount)(nil),       // 4: queen.command.v1.TimerCount
-	(*QueryResult)(nil),      // 5: queen.command.v1.QueryResult
-	(*TimerGetResult)(nil),   // 6: queen.command.v1.TimerGetResult
-	(*TimerListResult)(nil),  // 7: queen.command.v1.TimerListResult
-	(*TimerCountResult)(nil), // 8: queen.command.v1.TimerCountResult
-	(*KVOp)(nil),             // 9: queen.command.v1.KVOp
-	(*KVBatchResult)(nil),    // 10: queen.command.v1.KVBatchResult
-	(*TimerRecord)(nil),      // 11: queen.command.v1.TimerRecord
+	(*Query)(nil),                 // 0: queen.command.v1.Query
+	(*KVReads)(nil),               // 1: queen.command.v1.KVReads
+	(*TimerGet)(nil),              // 2: queen.command.v1.TimerGet
+	(*TimerList)(nil),             // 3: queen.command.v1.TimerList
+	(*TimerCount)(nil),            // 4: queen.command.v1.TimerCount
+	(*QueryResult)(nil),           // 5: queen.command.v1.QueryResult
+	(*TimerGetResult)(nil),        // 6: queen.command.v1.TimerGetResult
+	(*TimerListResult)(nil),       // 7: queen.command.v1.TimerListResult
+	(*TimerCountResult)(nil),      // 8: queen.command.v1.TimerCountResult
+	(*StreamStateGet)(nil),        // 9: queen.command.v1.StreamStateGet
+	(*StreamQueryList)(nil),       // 10: queen.command.v1.StreamQueryList
+	(*KVOp)(nil),                  // 11: queen.command.v1.KVOp
+	(*KVBatchResult)(nil),         // 12: queen.command.v1.KVBatchResult
+	(*StreamStateGetResult)(nil),  // 13: queen.command.v1.StreamStateGetResult
+	(*StreamQueryListResult)(nil), // 14: queen.command.v1.StreamQueryListResult
+	(*TimerRecord)(nil),           // 15: queen.command.v1.TimerRecord
 }
 var file_command_queries_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.Query.kv:type_name -> queen.command.v1.KVReads
 	2,  // 1: queen.command.v1.Query.timer:type_name -> queen.command.v1.TimerGet
 	3,  // 2: queen.command.v1.Query.timers:type_name -> queen.command.v1.TimerList
 	4,  // 3: queen.command.v1.Query.timer_count:type_name -> queen.command.v1.TimerCount
-	9,  // 4: queen.command.v1.KVReads.ops:type_name -> queen.command.v1.KVOp
-	10, // 5: queen.command.v1.QueryResult.kv:type_name -> queen.command.v1.KVBatchResult
-	6,  // 6: queen.command.v1.QueryResult.timer:type_name -> queen.command.v1.TimerGetResult
-	7,  // 7: queen.command.v1.QueryResult.timers:type_name -> queen.command.v1.TimerListResult
-	8,  // 8: queen.command.v1.QueryResult.timer_count:type_name -> queen.command.v1.TimerCountResult
-	11, // 9: queen.command.v1.TimerGetResult.timer:type_name -> queen.command.v1.TimerRecord
-	11, // 10: queen.command.v1.TimerListResult.timers:type_name -> queen.command.v1.TimerRecord
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 4: queen.command.v1.Query.stream_state:type_name -> queen.command.v1.StreamStateGet
+	10, // 5: queen.command.v1.Query.stream_queries:type_name -> queen.command.v1.StreamQueryList
+	11, // 6: queen.command.v1.KVReads.ops:type_name -> queen.command.v1.KVOp
+	12, // 7: queen.command.v1.QueryResult.kv:type_name -> queen.command.v1.KVBatchResult
+	6,  // 8: queen.command.v1.QueryResult.timer:type_name -> queen.command.v1.TimerGetResult
+	7,  // 9: queen.command.v1.QueryResult.timers:type_name -> queen.command.v1.TimerListResult
+	8,  // 10: queen.command.v1.QueryResult.timer_count:type_name -> queen.command.v1.TimerCountResult
+	13, // 11: queen.command.v1.QueryResult.stream_state:type_name -> queen.command.v1.StreamStateGetResult
+	14, // 12: queen.command.v1.QueryResult.stream_queries:type_name -> queen.command.v1.StreamQueryListResult
+	15, // 13: queen.command.v1.TimerGetResult.timer:type_name -> queen.command.v1.TimerRecord
+	15, // 14: queen.command.v1.TimerListResult.timers:type_name -> queen.command.v1.TimerRecord
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_command_queries_proto_init() }
@@ -697,17 +773,22 @@ func file_command_queries_proto_init() {
 	file_command_commands_proto_init()
 	file_command_records_proto_init()
 	file_command_results_proto_init()
+	file_command_streams_proto_init()
 	file_command_queries_proto_msgTypes[0].OneofWrappers = []any{
 		(*Query_Kv)(nil),
 		(*Query_Timer)(nil),
 		(*Query_Timers)(nil),
 		(*Query_TimerCount)(nil),
+		(*Query_StreamState)(nil),
+		(*Query_StreamQueries)(nil),
 	}
 	file_command_queries_proto_msgTypes[5].OneofWrappers = []any{
 		(*QueryResult_Kv)(nil),
 		(*QueryResult_Timer)(nil),
 		(*QueryResult_Timers)(nil),
 		(*QueryResult_TimerCount)(nil),
+		(*QueryResult_StreamState)(nil),
+		(*QueryResult_StreamQueries)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

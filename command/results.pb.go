@@ -435,6 +435,70 @@ func (LockResult_Reason) EnumDescriptor() ([]byte, []int) {
 	return file_command_results_proto_rawDescGZIP(), []int{32, 0}
 }
 
+type StreamCycleResult_Failure int32
+
+const (
+	StreamCycleResult_NONE             StreamCycleResult_Failure = 0
+	StreamCycleResult_QUERY_NOT_FOUND  StreamCycleResult_Failure = 1
+	StreamCycleResult_QUERY_CHANGED    StreamCycleResult_Failure = 2 // its queues are not the ones the cycle was authorised for
+	StreamCycleResult_ACK_REFUSED      StreamCycleResult_Failure = 3 // the ack found no message, or lost its lease
+	StreamCycleResult_STATE_CHANGED    StreamCycleResult_Failure = 4 // a flush deletes a row another commit already removed
+	StreamCycleResult_PARTITION_LEASED StreamCycleResult_Failure = 5 // a flush while a lease of the group holds the partition
+	StreamCycleResult_TOO_MANY_KEYS    StreamCycleResult_Failure = 6 // the query would hold more keys in the partition than allowed
+	StreamCycleResult_PUSH_FAILED      StreamCycleResult_Failure = 7 // a push to the sink was refused (queue full)
+)
+
+// Enum value maps for StreamCycleResult_Failure.
+var (
+	StreamCycleResult_Failure_name = map[int32]string{
+		0: "NONE",
+		1: "QUERY_NOT_FOUND",
+		2: "QUERY_CHANGED",
+		3: "ACK_REFUSED",
+		4: "STATE_CHANGED",
+		5: "PARTITION_LEASED",
+		6: "TOO_MANY_KEYS",
+		7: "PUSH_FAILED",
+	}
+	StreamCycleResult_Failure_value = map[string]int32{
+		"NONE":             0,
+		"QUERY_NOT_FOUND":  1,
+		"QUERY_CHANGED":    2,
+		"ACK_REFUSED":      3,
+		"STATE_CHANGED":    4,
+		"PARTITION_LEASED": 5,
+		"TOO_MANY_KEYS":    6,
+		"PUSH_FAILED":      7,
+	}
+)
+
+func (x StreamCycleResult_Failure) Enum() *StreamCycleResult_Failure {
+	p := new(StreamCycleResult_Failure)
+	*p = x
+	return p
+}
+
+func (x StreamCycleResult_Failure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (StreamCycleResult_Failure) Descriptor() protoreflect.EnumDescriptor {
+	return file_command_results_proto_enumTypes[7].Descriptor()
+}
+
+func (StreamCycleResult_Failure) Type() protoreflect.EnumType {
+	return &file_command_results_proto_enumTypes[7]
+}
+
+func (x StreamCycleResult_Failure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use StreamCycleResult_Failure.Descriptor instead.
+func (StreamCycleResult_Failure) EnumDescriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{36, 0}
+}
+
 type PushItemResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        PushItemResult_Status  `protobuf:"varint,1,opt,name=status,proto3,enum=queen.command.v1.PushItemResult_Status" json:"status,omitempty"`
@@ -1609,6 +1673,7 @@ type SweepResult struct {
 	Messages      uint32                 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
 	Idempotency   uint32                 `protobuf:"varint,4,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
 	More          bool                   `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	StreamRows    uint32                 `protobuf:"varint,6,opt,name=stream_rows,json=streamRows,proto3" json:"stream_rows,omitempty"` // rows of reset or deleted stream queries
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1676,6 +1741,13 @@ func (x *SweepResult) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *SweepResult) GetStreamRows() uint32 {
+	if x != nil {
+		return x.StreamRows
+	}
+	return 0
 }
 
 // RetainResult is what one Retain entry removed, per queue.
@@ -2294,6 +2366,9 @@ type Response struct {
 	//	*Response_RecordTrace
 	//	*Response_Locks
 	//	*Response_IndexDeadLetters
+	//	*Response_StreamRegister
+	//	*Response_StreamCycle
+	//	*Response_StreamDeleteQuery
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2569,6 +2644,33 @@ func (x *Response) GetIndexDeadLetters() *IndexDeadLettersResult {
 	return nil
 }
 
+func (x *Response) GetStreamRegister() *StreamRegisterResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_StreamRegister); ok {
+			return x.StreamRegister
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetStreamCycle() *StreamCycleResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_StreamCycle); ok {
+			return x.StreamCycle
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetStreamDeleteQuery() *StreamDeleteQueryResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_StreamDeleteQuery); ok {
+			return x.StreamDeleteQuery
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2680,6 +2782,18 @@ type Response_IndexDeadLetters struct {
 	IndexDeadLetters *IndexDeadLettersResult `protobuf:"bytes,36,opt,name=index_dead_letters,json=indexDeadLetters,proto3,oneof"`
 }
 
+type Response_StreamRegister struct {
+	StreamRegister *StreamRegisterResult `protobuf:"bytes,37,opt,name=stream_register,json=streamRegister,proto3,oneof"`
+}
+
+type Response_StreamCycle struct {
+	StreamCycle *StreamCycleResult `protobuf:"bytes,38,opt,name=stream_cycle,json=streamCycle,proto3,oneof"`
+}
+
+type Response_StreamDeleteQuery struct {
+	StreamDeleteQuery *StreamDeleteQueryResult `protobuf:"bytes,39,opt,name=stream_delete_query,json=streamDeleteQuery,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2729,6 +2843,12 @@ func (*Response_RecordTrace) isResponse_Result() {}
 func (*Response_Locks) isResponse_Result() {}
 
 func (*Response_IndexDeadLetters) isResponse_Result() {}
+
+func (*Response_StreamRegister) isResponse_Result() {}
+
+func (*Response_StreamCycle) isResponse_Result() {}
+
+func (*Response_StreamDeleteQuery) isResponse_Result() {}
 
 type DeleteGroupResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3558,11 +3678,241 @@ func (x *IndexDeadLettersResult) GetMore() bool {
 	return false
 }
 
+type StreamRegisterResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Query         *StreamQueryRecord     `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	Fresh         bool                   `protobuf:"varint,2,opt,name=fresh,proto3" json:"fresh,omitempty"`
+	DidReset      bool                   `protobuf:"varint,3,opt,name=did_reset,json=didReset,proto3" json:"did_reset,omitempty"`
+	Mismatch      bool                   `protobuf:"varint,4,opt,name=mismatch,proto3" json:"mismatch,omitempty"` // the hash differs and reset was not asked: nothing changed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamRegisterResult) Reset() {
+	*x = StreamRegisterResult{}
+	mi := &file_command_results_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamRegisterResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamRegisterResult) ProtoMessage() {}
+
+func (x *StreamRegisterResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamRegisterResult.ProtoReflect.Descriptor instead.
+func (*StreamRegisterResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *StreamRegisterResult) GetQuery() *StreamQueryRecord {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+func (x *StreamRegisterResult) GetFresh() bool {
+	if x != nil {
+		return x.Fresh
+	}
+	return false
+}
+
+func (x *StreamRegisterResult) GetDidReset() bool {
+	if x != nil {
+		return x.DidReset
+	}
+	return false
+}
+
+func (x *StreamRegisterResult) GetMismatch() bool {
+	if x != nil {
+		return x.Mismatch
+	}
+	return false
+}
+
+type StreamCycleResult struct {
+	state           protoimpl.MessageState    `protogen:"open.v1"`
+	Success         bool                      `protobuf:"varint,1,opt,name=success,proto3" json:"success,omitempty"`
+	Failure         StreamCycleResult_Failure `protobuf:"varint,2,opt,name=failure,proto3,enum=queen.command.v1.StreamCycleResult_Failure" json:"failure,omitempty"`
+	Error           string                    `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	StateOpsApplied uint32                    `protobuf:"varint,4,opt,name=state_ops_applied,json=stateOpsApplied,proto3" json:"state_ops_applied,omitempty"`
+	Pushes          []*PushItemResult         `protobuf:"bytes,5,rep,name=pushes,proto3" json:"pushes,omitempty"`
+	Acked           bool                      `protobuf:"varint,6,opt,name=acked,proto3" json:"acked,omitempty"` // an ack was sent and applied
+	LeaseReleased   bool                      `protobuf:"varint,7,opt,name=lease_released,json=leaseReleased,proto3" json:"lease_released,omitempty"`
+	Dlq             bool                      `protobuf:"varint,8,opt,name=dlq,proto3" json:"dlq,omitempty"`
+	AckCount        uint32                    `protobuf:"varint,9,opt,name=ack_count,json=ackCount,proto3" json:"ack_count,omitempty"`
+	// The ack's messages were already consumed under its lease: the cycle
+	// committed before (a retry whose answer was lost) and nothing is applied again.
+	Replayed      bool `protobuf:"varint,10,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamCycleResult) Reset() {
+	*x = StreamCycleResult{}
+	mi := &file_command_results_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamCycleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamCycleResult) ProtoMessage() {}
+
+func (x *StreamCycleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamCycleResult.ProtoReflect.Descriptor instead.
+func (*StreamCycleResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StreamCycleResult) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+func (x *StreamCycleResult) GetFailure() StreamCycleResult_Failure {
+	if x != nil {
+		return x.Failure
+	}
+	return StreamCycleResult_NONE
+}
+
+func (x *StreamCycleResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StreamCycleResult) GetStateOpsApplied() uint32 {
+	if x != nil {
+		return x.StateOpsApplied
+	}
+	return 0
+}
+
+func (x *StreamCycleResult) GetPushes() []*PushItemResult {
+	if x != nil {
+		return x.Pushes
+	}
+	return nil
+}
+
+func (x *StreamCycleResult) GetAcked() bool {
+	if x != nil {
+		return x.Acked
+	}
+	return false
+}
+
+func (x *StreamCycleResult) GetLeaseReleased() bool {
+	if x != nil {
+		return x.LeaseReleased
+	}
+	return false
+}
+
+func (x *StreamCycleResult) GetDlq() bool {
+	if x != nil {
+		return x.Dlq
+	}
+	return false
+}
+
+func (x *StreamCycleResult) GetAckCount() uint32 {
+	if x != nil {
+		return x.AckCount
+	}
+	return 0
+}
+
+func (x *StreamCycleResult) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+type StreamDeleteQueryResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       bool                   `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamDeleteQueryResult) Reset() {
+	*x = StreamDeleteQueryResult{}
+	mi := &file_command_results_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamDeleteQueryResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamDeleteQueryResult) ProtoMessage() {}
+
+func (x *StreamDeleteQueryResult) ProtoReflect() protoreflect.Message {
+	mi := &file_command_results_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamDeleteQueryResult.ProtoReflect.Descriptor instead.
+func (*StreamDeleteQueryResult) Descriptor() ([]byte, []int) {
+	return file_command_results_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *StreamDeleteQueryResult) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 var File_command_results_proto protoreflect.FileDescriptor
 
 const file_command_results_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/results.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x16command/commands.proto\"\xd8\x02\n" +
+	"\x15command/results.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x16command/commands.proto\x1a\x15command/streams.proto\"\xd8\x02\n" +
 	"\x0ePushItemResult\x12?\n" +
 	"\x06status\x18\x01 \x01(\x0e2'.queen.command.v1.PushItemResult.StatusR\x06status\x12\x1d\n" +
 	"\n" +
@@ -3690,13 +4040,15 @@ const file_command_results_proto_rawDesc = "" +
 	"\x04task\x18\x05 \x01(\tR\x04task\x128\n" +
 	"\aoptions\x18\x06 \x01(\v2\x1e.queen.command.v1.QueueOptionsR\aoptions\"-\n" +
 	"\x11DeleteQueueResult\x12\x18\n" +
-	"\aexisted\x18\x01 \x01(\bR\aexisted\"\x87\x01\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xa8\x01\n" +
 	"\vSweepResult\x12\x16\n" +
 	"\x06leases\x18\x01 \x01(\rR\x06leases\x12\x0e\n" +
 	"\x02kv\x18\x02 \x01(\rR\x02kv\x12\x1a\n" +
 	"\bmessages\x18\x03 \x01(\rR\bmessages\x12 \n" +
 	"\vidempotency\x18\x04 \x01(\rR\vidempotency\x12\x12\n" +
-	"\x04more\x18\x05 \x01(\bR\x04more\"Y\n" +
+	"\x04more\x18\x05 \x01(\bR\x04more\x12\x1f\n" +
+	"\vstream_rows\x18\x06 \x01(\rR\n" +
+	"streamRows\"Y\n" +
 	"\fRetainResult\x125\n" +
 	"\x06queues\x18\x01 \x03(\v2\x1d.queen.command.v1.RetainCountR\x06queues\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\fR\x04next\"\xf9\x01\n" +
@@ -3763,7 +4115,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
 	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xff\f\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xf9\x0e\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -3791,7 +4143,10 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12purge_dead_letters\x18\" \x01(\v2\x1d.queen.command.v1.PurgeResultH\x00R\x10purgeDeadLetters\x12B\n" +
 	"\frecord_trace\x18# \x01(\v2\x1d.queen.command.v1.TraceResultH\x00R\vrecordTrace\x125\n" +
 	"\x05locks\x18\x1f \x01(\v2\x1d.queen.command.v1.LocksResultH\x00R\x05locks\x12X\n" +
-	"\x12index_dead_letters\x18$ \x01(\v2(.queen.command.v1.IndexDeadLettersResultH\x00R\x10indexDeadLetters\x12%\n" +
+	"\x12index_dead_letters\x18$ \x01(\v2(.queen.command.v1.IndexDeadLettersResultH\x00R\x10indexDeadLetters\x12Q\n" +
+	"\x0fstream_register\x18% \x01(\v2&.queen.command.v1.StreamRegisterResultH\x00R\x0estreamRegister\x12H\n" +
+	"\fstream_cycle\x18& \x01(\v2#.queen.command.v1.StreamCycleResultH\x00R\vstreamCycle\x12[\n" +
+	"\x13stream_delete_query\x18' \x01(\v2).queen.command.v1.StreamDeleteQueryResultH\x00R\x11streamDeleteQuery\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result\"m\n" +
 	"\x11DeleteGroupResult\x12-\n" +
@@ -3873,7 +4228,35 @@ const file_command_results_proto_rawDesc = "" +
 	"expires_us\x18\a \x01(\x03R\texpiresUs\"F\n" +
 	"\x16IndexDeadLettersResult\x12\x18\n" +
 	"\aindexed\x18\x01 \x01(\rR\aindexed\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more*\xf9\x01\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xa0\x01\n" +
+	"\x14StreamRegisterResult\x129\n" +
+	"\x05query\x18\x01 \x01(\v2#.queen.command.v1.StreamQueryRecordR\x05query\x12\x14\n" +
+	"\x05fresh\x18\x02 \x01(\bR\x05fresh\x12\x1b\n" +
+	"\tdid_reset\x18\x03 \x01(\bR\bdidReset\x12\x1a\n" +
+	"\bmismatch\x18\x04 \x01(\bR\bmismatch\"\x94\x04\n" +
+	"\x11StreamCycleResult\x12\x18\n" +
+	"\asuccess\x18\x01 \x01(\bR\asuccess\x12E\n" +
+	"\afailure\x18\x02 \x01(\x0e2+.queen.command.v1.StreamCycleResult.FailureR\afailure\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12*\n" +
+	"\x11state_ops_applied\x18\x04 \x01(\rR\x0fstateOpsApplied\x128\n" +
+	"\x06pushes\x18\x05 \x03(\v2 .queen.command.v1.PushItemResultR\x06pushes\x12\x14\n" +
+	"\x05acked\x18\x06 \x01(\bR\x05acked\x12%\n" +
+	"\x0elease_released\x18\a \x01(\bR\rleaseReleased\x12\x10\n" +
+	"\x03dlq\x18\b \x01(\bR\x03dlq\x12\x1b\n" +
+	"\tack_count\x18\t \x01(\rR\backCount\x12\x1a\n" +
+	"\breplayed\x18\n" +
+	" \x01(\bR\breplayed\"\x99\x01\n" +
+	"\aFailure\x12\b\n" +
+	"\x04NONE\x10\x00\x12\x13\n" +
+	"\x0fQUERY_NOT_FOUND\x10\x01\x12\x11\n" +
+	"\rQUERY_CHANGED\x10\x02\x12\x0f\n" +
+	"\vACK_REFUSED\x10\x03\x12\x11\n" +
+	"\rSTATE_CHANGED\x10\x04\x12\x14\n" +
+	"\x10PARTITION_LEASED\x10\x05\x12\x11\n" +
+	"\rTOO_MANY_KEYS\x10\x06\x12\x0f\n" +
+	"\vPUSH_FAILED\x10\a\"3\n" +
+	"\x17StreamDeleteQueryResult\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted*\xf9\x01\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -3903,117 +4286,128 @@ func file_command_results_proto_rawDescGZIP() []byte {
 	return file_command_results_proto_rawDescData
 }
 
-var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_command_results_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_command_results_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_command_results_proto_goTypes = []any{
-	(Reason)(0),                    // 0: queen.command.v1.Reason
-	(PushItemResult_Status)(0),     // 1: queen.command.v1.PushItemResult.Status
-	(TimerResult_Status)(0),        // 2: queen.command.v1.TimerResult.Status
-	(TxnItemResult_Type)(0),        // 3: queen.command.v1.TxnItemResult.Type
-	(KVResult_Reason)(0),           // 4: queen.command.v1.KVResult.Reason
-	(ReplayResult_Verdict)(0),      // 5: queen.command.v1.ReplayResult.Verdict
-	(LockResult_Reason)(0),         // 6: queen.command.v1.LockResult.Reason
-	(*PushItemResult)(nil),         // 7: queen.command.v1.PushItemResult
-	(*PushResult)(nil),             // 8: queen.command.v1.PushResult
-	(*PoppedMessage)(nil),          // 9: queen.command.v1.PoppedMessage
-	(*PopResult)(nil),              // 10: queen.command.v1.PopResult
-	(*AckItemResult)(nil),          // 11: queen.command.v1.AckItemResult
-	(*AckResult)(nil),              // 12: queen.command.v1.AckResult
-	(*TimerResult)(nil),            // 13: queen.command.v1.TimerResult
-	(*TimerBatchResult)(nil),       // 14: queen.command.v1.TimerBatchResult
-	(*FireResult)(nil),             // 15: queen.command.v1.FireResult
-	(*TxnItemResult)(nil),          // 16: queen.command.v1.TxnItemResult
-	(*TxnResult)(nil),              // 17: queen.command.v1.TxnResult
-	(*ExtendResult)(nil),           // 18: queen.command.v1.ExtendResult
-	(*ConfigureResult)(nil),        // 19: queen.command.v1.ConfigureResult
-	(*DeleteQueueResult)(nil),      // 20: queen.command.v1.DeleteQueueResult
-	(*SweepResult)(nil),            // 21: queen.command.v1.SweepResult
-	(*RetainResult)(nil),           // 22: queen.command.v1.RetainResult
-	(*RetainCount)(nil),            // 23: queen.command.v1.RetainCount
-	(*KVRow)(nil),                  // 24: queen.command.v1.KVRow
-	(*KVResult)(nil),               // 25: queen.command.v1.KVResult
-	(*KVBatchResult)(nil),          // 26: queen.command.v1.KVBatchResult
-	(*SwitchesResult)(nil),         // 27: queen.command.v1.SwitchesResult
-	(*Replay)(nil),                 // 28: queen.command.v1.Replay
-	(*Response)(nil),               // 29: queen.command.v1.Response
-	(*DeleteGroupResult)(nil),      // 30: queen.command.v1.DeleteGroupResult
-	(*SetSubscriptionResult)(nil),  // 31: queen.command.v1.SetSubscriptionResult
-	(*SeekResult)(nil),             // 32: queen.command.v1.SeekResult
-	(*DrainResult)(nil),            // 33: queen.command.v1.DrainResult
-	(*DeleteMessageResult)(nil),    // 34: queen.command.v1.DeleteMessageResult
-	(*ReplayResult)(nil),           // 35: queen.command.v1.ReplayResult
-	(*PurgeResult)(nil),            // 36: queen.command.v1.PurgeResult
-	(*TraceResult)(nil),            // 37: queen.command.v1.TraceResult
-	(*LocksResult)(nil),            // 38: queen.command.v1.LocksResult
-	(*LockResult)(nil),             // 39: queen.command.v1.LockResult
-	(*LockHolder)(nil),             // 40: queen.command.v1.LockHolder
-	(*IndexDeadLettersResult)(nil), // 41: queen.command.v1.IndexDeadLettersResult
-	(*MessageRecord)(nil),          // 42: queen.command.v1.MessageRecord
-	(*QueueOptions)(nil),           // 43: queen.command.v1.QueueOptions
-	(KVOp_Kind)(0),                 // 44: queen.command.v1.KVOp.Kind
-	(*StoredOutcome)(nil),          // 45: queen.command.v1.StoredOutcome
-	(*Refusal)(nil),                // 46: queen.command.v1.Refusal
-	(LockOp_Kind)(0),               // 47: queen.command.v1.LockOp.Kind
+	(Reason)(0),                     // 0: queen.command.v1.Reason
+	(PushItemResult_Status)(0),      // 1: queen.command.v1.PushItemResult.Status
+	(TimerResult_Status)(0),         // 2: queen.command.v1.TimerResult.Status
+	(TxnItemResult_Type)(0),         // 3: queen.command.v1.TxnItemResult.Type
+	(KVResult_Reason)(0),            // 4: queen.command.v1.KVResult.Reason
+	(ReplayResult_Verdict)(0),       // 5: queen.command.v1.ReplayResult.Verdict
+	(LockResult_Reason)(0),          // 6: queen.command.v1.LockResult.Reason
+	(StreamCycleResult_Failure)(0),  // 7: queen.command.v1.StreamCycleResult.Failure
+	(*PushItemResult)(nil),          // 8: queen.command.v1.PushItemResult
+	(*PushResult)(nil),              // 9: queen.command.v1.PushResult
+	(*PoppedMessage)(nil),           // 10: queen.command.v1.PoppedMessage
+	(*PopResult)(nil),               // 11: queen.command.v1.PopResult
+	(*AckItemResult)(nil),           // 12: queen.command.v1.AckItemResult
+	(*AckResult)(nil),               // 13: queen.command.v1.AckResult
+	(*TimerResult)(nil),             // 14: queen.command.v1.TimerResult
+	(*TimerBatchResult)(nil),        // 15: queen.command.v1.TimerBatchResult
+	(*FireResult)(nil),              // 16: queen.command.v1.FireResult
+	(*TxnItemResult)(nil),           // 17: queen.command.v1.TxnItemResult
+	(*TxnResult)(nil),               // 18: queen.command.v1.TxnResult
+	(*ExtendResult)(nil),            // 19: queen.command.v1.ExtendResult
+	(*ConfigureResult)(nil),         // 20: queen.command.v1.ConfigureResult
+	(*DeleteQueueResult)(nil),       // 21: queen.command.v1.DeleteQueueResult
+	(*SweepResult)(nil),             // 22: queen.command.v1.SweepResult
+	(*RetainResult)(nil),            // 23: queen.command.v1.RetainResult
+	(*RetainCount)(nil),             // 24: queen.command.v1.RetainCount
+	(*KVRow)(nil),                   // 25: queen.command.v1.KVRow
+	(*KVResult)(nil),                // 26: queen.command.v1.KVResult
+	(*KVBatchResult)(nil),           // 27: queen.command.v1.KVBatchResult
+	(*SwitchesResult)(nil),          // 28: queen.command.v1.SwitchesResult
+	(*Replay)(nil),                  // 29: queen.command.v1.Replay
+	(*Response)(nil),                // 30: queen.command.v1.Response
+	(*DeleteGroupResult)(nil),       // 31: queen.command.v1.DeleteGroupResult
+	(*SetSubscriptionResult)(nil),   // 32: queen.command.v1.SetSubscriptionResult
+	(*SeekResult)(nil),              // 33: queen.command.v1.SeekResult
+	(*DrainResult)(nil),             // 34: queen.command.v1.DrainResult
+	(*DeleteMessageResult)(nil),     // 35: queen.command.v1.DeleteMessageResult
+	(*ReplayResult)(nil),            // 36: queen.command.v1.ReplayResult
+	(*PurgeResult)(nil),             // 37: queen.command.v1.PurgeResult
+	(*TraceResult)(nil),             // 38: queen.command.v1.TraceResult
+	(*LocksResult)(nil),             // 39: queen.command.v1.LocksResult
+	(*LockResult)(nil),              // 40: queen.command.v1.LockResult
+	(*LockHolder)(nil),              // 41: queen.command.v1.LockHolder
+	(*IndexDeadLettersResult)(nil),  // 42: queen.command.v1.IndexDeadLettersResult
+	(*StreamRegisterResult)(nil),    // 43: queen.command.v1.StreamRegisterResult
+	(*StreamCycleResult)(nil),       // 44: queen.command.v1.StreamCycleResult
+	(*StreamDeleteQueryResult)(nil), // 45: queen.command.v1.StreamDeleteQueryResult
+	(*MessageRecord)(nil),           // 46: queen.command.v1.MessageRecord
+	(*QueueOptions)(nil),            // 47: queen.command.v1.QueueOptions
+	(KVOp_Kind)(0),                  // 48: queen.command.v1.KVOp.Kind
+	(*StoredOutcome)(nil),           // 49: queen.command.v1.StoredOutcome
+	(*Refusal)(nil),                 // 50: queen.command.v1.Refusal
+	(LockOp_Kind)(0),                // 51: queen.command.v1.LockOp.Kind
+	(*StreamQueryRecord)(nil),       // 52: queen.command.v1.StreamQueryRecord
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
-	7,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
-	9,  // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
-	42, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
-	11, // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
+	8,  // 1: queen.command.v1.PushResult.items:type_name -> queen.command.v1.PushItemResult
+	10, // 2: queen.command.v1.PopResult.messages:type_name -> queen.command.v1.PoppedMessage
+	46, // 3: queen.command.v1.PopResult.records:type_name -> queen.command.v1.MessageRecord
+	12, // 4: queen.command.v1.AckResult.items:type_name -> queen.command.v1.AckItemResult
 	2,  // 5: queen.command.v1.TimerResult.status:type_name -> queen.command.v1.TimerResult.Status
-	13, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
+	14, // 6: queen.command.v1.TimerBatchResult.results:type_name -> queen.command.v1.TimerResult
 	0,  // 7: queen.command.v1.TimerBatchResult.reason:type_name -> queen.command.v1.Reason
 	3,  // 8: queen.command.v1.TxnItemResult.type:type_name -> queen.command.v1.TxnItemResult.Type
-	25, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
-	13, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
+	26, // 9: queen.command.v1.TxnItemResult.kv:type_name -> queen.command.v1.KVResult
+	14, // 10: queen.command.v1.TxnItemResult.timer:type_name -> queen.command.v1.TimerResult
 	0,  // 11: queen.command.v1.TxnResult.reason:type_name -> queen.command.v1.Reason
-	16, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
-	25, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
-	43, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
-	23, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
-	44, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
+	17, // 12: queen.command.v1.TxnResult.results:type_name -> queen.command.v1.TxnItemResult
+	26, // 13: queen.command.v1.TxnResult.failed_kv:type_name -> queen.command.v1.KVResult
+	47, // 14: queen.command.v1.ConfigureResult.options:type_name -> queen.command.v1.QueueOptions
+	24, // 15: queen.command.v1.RetainResult.queues:type_name -> queen.command.v1.RetainCount
+	48, // 16: queen.command.v1.KVResult.kind:type_name -> queen.command.v1.KVOp.Kind
 	4,  // 17: queen.command.v1.KVResult.reason:type_name -> queen.command.v1.KVResult.Reason
-	24, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
-	25, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
+	25, // 18: queen.command.v1.KVResult.rows:type_name -> queen.command.v1.KVRow
+	26, // 19: queen.command.v1.KVBatchResult.results:type_name -> queen.command.v1.KVResult
 	0,  // 20: queen.command.v1.KVBatchResult.reason:type_name -> queen.command.v1.Reason
-	45, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
-	8,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
-	10, // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
-	12, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
-	17, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
-	18, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
-	19, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
-	20, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
-	21, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
-	26, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
-	27, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
-	28, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
-	46, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
-	14, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
-	15, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
-	22, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
-	30, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
-	31, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
-	32, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
-	33, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
-	34, // 41: queen.command.v1.Response.delete_message:type_name -> queen.command.v1.DeleteMessageResult
-	35, // 42: queen.command.v1.Response.replay_dead_letter:type_name -> queen.command.v1.ReplayResult
-	36, // 43: queen.command.v1.Response.purge_dead_letters:type_name -> queen.command.v1.PurgeResult
-	37, // 44: queen.command.v1.Response.record_trace:type_name -> queen.command.v1.TraceResult
-	38, // 45: queen.command.v1.Response.locks:type_name -> queen.command.v1.LocksResult
-	41, // 46: queen.command.v1.Response.index_dead_letters:type_name -> queen.command.v1.IndexDeadLettersResult
-	5,  // 47: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
-	39, // 48: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
-	0,  // 49: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
-	47, // 50: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
-	6,  // 51: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
-	40, // 52: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	49, // 21: queen.command.v1.Replay.outcome:type_name -> queen.command.v1.StoredOutcome
+	9,  // 22: queen.command.v1.Response.push:type_name -> queen.command.v1.PushResult
+	11, // 23: queen.command.v1.Response.pop:type_name -> queen.command.v1.PopResult
+	13, // 24: queen.command.v1.Response.ack:type_name -> queen.command.v1.AckResult
+	18, // 25: queen.command.v1.Response.transaction:type_name -> queen.command.v1.TxnResult
+	19, // 26: queen.command.v1.Response.extend:type_name -> queen.command.v1.ExtendResult
+	20, // 27: queen.command.v1.Response.configure:type_name -> queen.command.v1.ConfigureResult
+	21, // 28: queen.command.v1.Response.delete_queue:type_name -> queen.command.v1.DeleteQueueResult
+	22, // 29: queen.command.v1.Response.sweep:type_name -> queen.command.v1.SweepResult
+	27, // 30: queen.command.v1.Response.kv:type_name -> queen.command.v1.KVBatchResult
+	28, // 31: queen.command.v1.Response.switches:type_name -> queen.command.v1.SwitchesResult
+	29, // 32: queen.command.v1.Response.replay:type_name -> queen.command.v1.Replay
+	50, // 33: queen.command.v1.Response.refusal:type_name -> queen.command.v1.Refusal
+	15, // 34: queen.command.v1.Response.timers:type_name -> queen.command.v1.TimerBatchResult
+	16, // 35: queen.command.v1.Response.fire:type_name -> queen.command.v1.FireResult
+	23, // 36: queen.command.v1.Response.retain:type_name -> queen.command.v1.RetainResult
+	31, // 37: queen.command.v1.Response.delete_group:type_name -> queen.command.v1.DeleteGroupResult
+	32, // 38: queen.command.v1.Response.set_subscription:type_name -> queen.command.v1.SetSubscriptionResult
+	33, // 39: queen.command.v1.Response.seek:type_name -> queen.command.v1.SeekResult
+	34, // 40: queen.command.v1.Response.drain:type_name -> queen.command.v1.DrainResult
+	35, // 41: queen.command.v1.Response.delete_message:type_name -> queen.command.v1.DeleteMessageResult
+	36, // 42: queen.command.v1.Response.replay_dead_letter:type_name -> queen.command.v1.ReplayResult
+	37, // 43: queen.command.v1.Response.purge_dead_letters:type_name -> queen.command.v1.PurgeResult
+	38, // 44: queen.command.v1.Response.record_trace:type_name -> queen.command.v1.TraceResult
+	39, // 45: queen.command.v1.Response.locks:type_name -> queen.command.v1.LocksResult
+	42, // 46: queen.command.v1.Response.index_dead_letters:type_name -> queen.command.v1.IndexDeadLettersResult
+	43, // 47: queen.command.v1.Response.stream_register:type_name -> queen.command.v1.StreamRegisterResult
+	44, // 48: queen.command.v1.Response.stream_cycle:type_name -> queen.command.v1.StreamCycleResult
+	45, // 49: queen.command.v1.Response.stream_delete_query:type_name -> queen.command.v1.StreamDeleteQueryResult
+	5,  // 50: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
+	40, // 51: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
+	0,  // 52: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
+	51, // 53: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
+	6,  // 54: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
+	41, // 55: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
+	52, // 56: queen.command.v1.StreamRegisterResult.query:type_name -> queen.command.v1.StreamQueryRecord
+	7,  // 57: queen.command.v1.StreamCycleResult.failure:type_name -> queen.command.v1.StreamCycleResult.Failure
+	8,  // 58: queen.command.v1.StreamCycleResult.pushes:type_name -> queen.command.v1.PushItemResult
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -4023,6 +4417,7 @@ func file_command_results_proto_init() {
 	}
 	file_command_records_proto_init()
 	file_command_commands_proto_init()
+	file_command_streams_proto_init()
 	file_command_results_proto_msgTypes[22].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
@@ -4049,14 +4444,17 @@ func file_command_results_proto_init() {
 		(*Response_RecordTrace)(nil),
 		(*Response_Locks)(nil),
 		(*Response_IndexDeadLetters)(nil),
+		(*Response_StreamRegister)(nil),
+		(*Response_StreamCycle)(nil),
+		(*Response_StreamDeleteQuery)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_results_proto_rawDesc), len(file_command_results_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   35,
+			NumEnums:      8,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,6 +10,7 @@ import (
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/queue"
+	"github.com/queen-node/queen-node/streams"
 	"github.com/queen-node/queen-node/timers"
 )
 
@@ -129,6 +130,8 @@ func applySweep(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	res.Idempotency, res.More = uint32(n), res.More || more
 	n, more = c.q.SweepGraveyard(limit)
 	res.Messages, res.More = uint32(n), res.More || more
+	n, more = streams.Sweep(c.tx, limit)
+	res.StreamRows, res.More = uint32(n), res.More || more
 	return res, true
 }
 

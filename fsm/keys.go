@@ -7,6 +7,7 @@ import (
 	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/streams"
 	"github.com/queen-node/queen-node/timers"
 	"github.com/queen-node/queen-node/traces"
 )
@@ -22,7 +23,7 @@ var metaKey = []byte("meta")
 var Buckets = func() []store.Bucket {
 	bs := []store.Bucket{bMeta}
 	for _, domain := range [][]store.Bucket{queue.Buckets, leases.Buckets, timers.Buckets, idempotency.Buckets,
-		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}, traces.Buckets} {
+		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}, traces.Buckets, streams.Buckets} {
 		bs = append(bs, domain...)
 	}
 	return bs

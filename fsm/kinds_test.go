@@ -103,11 +103,11 @@ func TestAKindLackingAFactPanics(t *testing.T) {
 // before an entry.
 func TestTheFactsOfEveryKind(t *testing.T) {
 	fromNode := []string{"noop", "sweep", "retain", "idempotency_record", "fire_timers", "drain_buffer", "audit_note", "state_check", "index_dead_letters"}
-	admins := []string{"delete_queue", "delete_group", "set_switches", "purge_dead_letters"}
-	addsData := []string{"push", "transaction", "kv", "timers", "configure", "locks"}
+	admins := []string{"delete_queue", "delete_group", "set_switches", "purge_dead_letters", "stream_delete_query"}
+	addsData := []string{"push", "transaction", "kv", "timers", "configure", "locks", "stream_register", "stream_cycle"}
 	audited := []string{"delete_queue", "delete_group", "seek", "set_subscription", "set_switches", "audit_note",
-		"replay_dead_letter", "purge_dead_letters", "delete_message"}
-	payloads := []string{"push", "transaction", "timers"}
+		"replay_dead_letter", "purge_dead_letters", "delete_message", "stream_delete_query"}
+	payloads := []string{"push", "transaction", "timers", "stream_cycle"}
 	refusals := []string{"kv", "locks", "timers", "transaction", "seek"}
 	for _, cmd := range everyBody(t) {
 		k := KindOf(cmd)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/streams"
 )
 
 // A QueryKind is everything the node knows about one kind of read query
@@ -75,6 +76,23 @@ func init() {
 			t := q.GetTimerCount()
 			return &command.QueryResult{Body: &command.QueryResult_TimerCount{TimerCount: &command.TimerCountResult{
 				Count: uint64(rd.TimerCount(t.Queue, t.Prefix))}}}
+		}})
+	registerQuery(&command.Query_StreamState{}, QueryKind{Name: "stream_state", Access: readOnly,
+		// the query's source as the front end read it; Answer checks it
+		Reads: func(q *command.Query, touch func(Touch)) { touch(Queue(q.GetStreamState().SourceQueue)) },
+		Answer: func(rd *Reader, q *command.Query, _ int64) *command.QueryResult {
+			in := q.GetStreamState()
+			out := &command.StreamStateGetResult{}
+			if sq := streams.Query(rd.r, in.QueryId); sq != nil && sq.SourceQueue == in.SourceQueue {
+				out.Found, out.Rows = true, streams.Rows(rd.r, sq, in)
+			}
+			return &command.QueryResult{Body: &command.QueryResult_StreamState{StreamState: out}}
+		}})
+	registerQuery(&command.Query_StreamQueries{}, QueryKind{Name: "stream_queries", Access: Access{Level: auth.Admin},
+		Reads: func(_ *command.Query, touch func(Touch)) { touch(EveryQueue()) },
+		Answer: func(rd *Reader, _ *command.Query, _ int64) *command.QueryResult {
+			return &command.QueryResult{Body: &command.QueryResult_StreamQueries{StreamQueries: &command.StreamQueryListResult{
+				Queries: streams.Queries(rd.r)}}}
 		}})
 }
 

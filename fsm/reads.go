@@ -12,6 +12,7 @@ import (
 	"github.com/queen-node/queen-node/leases"
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/streams"
 	"github.com/queen-node/queen-node/timers"
 )
 
@@ -194,8 +195,11 @@ func (rd *Reader) KVReads(ops []*command.KVOp, now int64) *command.KVBatchResult
 
 // SweepDue reports whether a sweep entry would collect anything at now.
 func (rd *Reader) SweepDue(now int64) bool {
-	return queue.GraveyardDue(rd.r) || kvstore.HasDue(rd.r, now) || idempotency.Due(rd.r, now) || leases.Due(rd.r, now)
+	return queue.GraveyardDue(rd.r) || kvstore.HasDue(rd.r, now) || idempotency.Due(rd.r, now) || leases.Due(rd.r, now) || streams.SweepDue(rd.r)
 }
+
+// StreamQuery is the stream query of id, or nil.
+func (rd *Reader) StreamQuery(id []byte) *command.StreamQueryRecord { return streams.Query(rd.r, id) }
 
 // IndexDue reports whether the dead letters' message index may lack
 // records stored before it existed (a state that has dead letters and no

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -93,6 +94,29 @@ func init() {
 
 	register(&command.Command_IndexDeadLetters{}, Kind{Name: "index_dead_letters", Apply: applyIndexDeadLetters,
 		Origin: FromNode, WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+
+	register(&command.Command_StreamRegister{}, Kind{Name: "stream_register", Apply: applyStreamRegister,
+		Origin: FromClient, Access: readWrite,
+		Touches: func(cmd *command.Command, touch func(Touch)) {
+			r := cmd.GetStreamRegister()
+			touch(Queue(r.SourceQueue))
+			if r.SinkQueue != "" {
+				touch(Queue(r.SinkQueue))
+			}
+		},
+		WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+
+	register(&command.Command_StreamCycle{}, Kind{Name: "stream_cycle", Apply: applyStreamCycle, Origin: FromClient,
+		Access: readWrite, Touches: streamCycleTouches, WhenFull: RefusedWhenFull, Audit: notAudited,
+		Payloads: streamCyclePayloads, Refusal: neverRefused})
+
+	register(&command.Command_StreamDeleteQuery{}, Kind{Name: "stream_delete_query", Apply: applyStreamDeleteQuery,
+		Origin: FromClient, Access: admin,
+		Touches:  func(_ *command.Command, touch func(Touch)) { touch(EveryQueue()) }, // an operator's, by name
+		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: neverRefused,
+		Audit: func(cmd *command.Command) (string, string) {
+			return "stream_delete_query", "name=" + strconv.Quote(cmd.GetStreamDeleteQuery().Name)
+		}})
 
 	register(&command.Command_Retain{}, Kind{Name: "retain", Apply: applyRetain, Origin: FromNode,
 		WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})

@@ -189,6 +189,11 @@ func (a *API) routes() {
 	h("GET /api/v1/traces/by-name/{name}", a.tracesByName) // wins over {partitionId}/{transactionId} (spec §4.15)
 	h("GET /api/v1/traces/{partitionId}/{transactionId}", a.messageTraces)
 	h("POST /api/v1/locks", a.locksPost)
+	h("POST /streams/v1/queries", a.streamRegister) // streams.go (spec §4.16)
+	h("POST /streams/v1/cycle", a.streamCycle)
+	h("POST /streams/v1/state/get", a.streamStateGet)
+	h("GET /streams/v1/queries", a.streamQueries)
+	h("DELETE /streams/v1/queries/{name}", a.streamDeleteQuery)
 	// Status and analytics (spec §4.12): read-only views, status*.go and analytics*.go.
 	h("GET /api/v1/status", a.status)
 	h("GET /api/v1/status/queues", a.statusQueues)

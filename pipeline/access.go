@@ -53,6 +53,9 @@ var operations = []operation{
 		grpc: []string{"ReplayDeadLetter"}, level: auth.ReadWrite},
 	{http: []string{"POST /api/v1/traces"}, grpc: []string{"RecordTrace"}, level: auth.ReadWrite},
 	{http: []string{"POST /api/v1/locks"}, grpc: []string{"Locks"}, level: auth.ReadWrite},
+	// Streams (spec §4.16): register and cycle write; state/get reads.
+	{http: []string{"POST /streams/v1/queries", "POST /streams/v1/cycle"}, level: auth.ReadWrite},
+	{http: []string{"POST /streams/v1/state/get"}, level: auth.ReadOnly},
 
 	// A KV call of reads only is read-only (spec §3: "reads: read-only");
 	// one with a write needs read-write, which its command's kind asks.
@@ -90,6 +93,8 @@ var operations = []operation{
 	{http: []string{"GET /api/v1/system/cluster", "GET /api/v1/system/state-hash", "GET /api/v1/system/audit", "GET /api/v1/system/backup",
 		"POST /api/v1/system/restore", "DELETE /api/v1/system/cluster/nodes/{id}"}, level: auth.Admin},
 	{http: []string{"DELETE /api/v1/dlq"}, grpc: []string{"PurgeDeadLetters"}, level: auth.Admin},
+	// The operator's view of stream queries: list and delete.
+	{http: []string{"GET /streams/v1/queries", "DELETE /streams/v1/queries/{name}"}, level: auth.Admin},
 }
 
 // Access is what a caller needs for a route or a method, as for a

@@ -67,6 +67,10 @@ var specLevels = []struct {
 	{"§4.11 DELETE /api/v1/timers/*: read-write", auth.ReadWrite, []string{"DELETE /api/v1/timers/{queue}/{timerKey...}"}},
 	{"§4.11 GET /api/v1/timers*: read-only", auth.ReadOnly, []string{"GET /api/v1/timers/{queue}", "GET /api/v1/timers/{queue}/{timerKey...}"}},
 	{"§4.11 POST /api/v1/locks: read-write", auth.ReadWrite, []string{"POST /api/v1/locks"}},
+	{"§3 POST /streams/v1/queries, /streams/v1/cycle: read-write", auth.ReadWrite, []string{"POST /streams/v1/queries", "POST /streams/v1/cycle"}},
+	{"§3 POST /streams/v1/state/get (read-only)", auth.ReadOnly, []string{"POST /streams/v1/state/get"}},
+	{"ours (issue 24): listing and deleting stream queries is the operator's, as the system routes are", auth.Admin,
+		[]string{"GET /streams/v1/queries", "DELETE /streams/v1/queries/{name}"}},
 }
 
 // producerRoutes are what §4.11 lets a write-only token reach.

@@ -22,6 +22,8 @@ type Options struct {
 	KVReadRate float64
 	// IdempotencyTTL is how long an Idempotency-Key's answer is kept; 0 = 24h.
 	IdempotencyTTL time.Duration
+	// Streams bound a stream cycle (spec §4.16); zero fields = the defaults.
+	Streams StreamLimits
 }
 
 // Rules are the request rules with the node's settings. One Rules serves
@@ -48,6 +50,9 @@ func New(opts Options) *Rules {
 	}
 	return r
 }
+
+// StreamLimits are the node's stream cycle limits.
+func (r *Rules) StreamLimits() StreamLimits { return r.opts.Streams.withDefaults() }
 
 // AllowKVRead spends one token of the node's KV read rate (a read-only KV
 // call outside a transaction), or refuses with 429.
