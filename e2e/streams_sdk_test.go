@@ -172,4 +172,16 @@ func TestStreamSDKCountsEachMessageOnceAcrossAKill(t *testing.T) {
 			total, perPartition*len(parts), strings.Join(diffs, "\n"), logs[len(logs)-1])
 	}
 	t.Logf("%d windows of 3 partitions counted exactly across a SIGKILL of the runtime", len(want))
+
+	// The operator's view: ctl lists the query, and deletes it with its state.
+	runtime.Process.Signal(os.Interrupt)
+	runtime.Wait()
+	if r := n.mustCtl(t, "streams"); !strings.Contains(r.stdout, "count-by-window") || !strings.Contains(r.stdout, "events") {
+		t.Fatalf("ctl streams: %s", r)
+	}
+	n.mustCtl(t, "streams", "delete", "count-by-window", "--yes")
+	if r := n.mustCtl(t, "streams", "-o", "json"); strings.Contains(r.stdout, "count-by-window") {
+		t.Fatalf("ctl streams after the delete: %s", r)
+	}
+	wantFail(t, n.ctl(t, "streams", "delete", "count-by-window", "--yes"), 1, "stream query not found")
 }
