@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/request"
+	"github.com/queen-node/queen-node/streams"
 )
 
 // config is everything the command line and the environment can set. Each
@@ -38,6 +40,7 @@ type config struct {
 	Pprof                   bool
 	IdempotencyTTL          time.Duration
 	KVReadRate              float64
+	Streams                 request.StreamLimits
 	TimerTick               time.Duration
 	MaxInflight             int
 	MinFreeDiskMB           uint64
@@ -86,6 +89,10 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", 60*time.Second, "how often to check whether a snapshot is due")
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 24*time.Hour, "how long an Idempotency-Key's first answer is kept")
 	fs.Float64Var(&c.KVReadRate, "kv-read-rate", 200, "KV reads per second on this node outside transactions (burst twice that); 0 = unlimited")
+	fs.IntVar(&c.Streams.MaxOps, "streams-max-ops", streams.DefaultMaxOps, "state operations one stream cycle may carry (spec §4.16); more is 400")
+	fs.IntVar(&c.Streams.MaxPushes, "streams-max-pushes", streams.DefaultMaxPushes, "sink pushes one stream cycle may carry")
+	fs.IntVar(&c.Streams.MaxValueBytes, "streams-max-value-bytes", streams.DefaultMaxValueBytes, "bytes of one stream state value")
+	fs.IntVar(&c.Streams.MaxKeys, "streams-max-keys", streams.DefaultMaxKeys, "state rows one stream query may hold per source partition")
 	fs.IntVar(&c.timerTickMs, "timer-tick-ms", 50, "how often the leader looks for due timers, in ms")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 1024, "writes this node holds in flight (proposed or forwarded, waiting for their entry); beyond them a write is answered 429 overloaded with Retry-After")
 	fs.Uint64Var(&c.MinFreeDiskMB, "min-free-disk-mb", 256, "below this many MiB free on the data disk, writes that add data are answered 507 storage_full; below half of it apply pauses until space is freed; 0 = no checks")
@@ -114,6 +121,11 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 		{"snapshot-interval", func() error { return atLeast(c.SnapshotInterval, 10*time.Millisecond) }},
 		{"idempotency-ttl", func() error { return atLeast(c.IdempotencyTTL, time.Second) }},
 		{"kv-read-rate", func() error { return atLeast(c.KVReadRate, 0) }},
+		// flags raise the limits; a lower one would refuse what a runtime sends
+		{"streams-max-ops", func() error { return atLeast(c.Streams.MaxOps, streams.DefaultMaxOps) }},
+		{"streams-max-pushes", func() error { return atLeast(c.Streams.MaxPushes, streams.DefaultMaxPushes) }},
+		{"streams-max-value-bytes", func() error { return within(c.Streams.MaxValueBytes, streams.DefaultMaxValueBytes, 8<<20) }},
+		{"streams-max-keys", func() error { return within(c.Streams.MaxKeys, streams.DefaultMaxKeys, 1<<31-1) }},
 		{"timer-tick-ms", func() error { return atLeast(c.timerTickMs, 1) }},
 		{"max-inflight", func() error { return atLeast(c.MaxInflight, 1) }},
 		{"scrub-rate-mb", func() error { return atLeast(c.ScrubRateMB, 0) }},
@@ -138,6 +150,13 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 type check struct {
 	flag string
 	ok   func() error
+}
+
+func within(v, lowest, highest int) error {
+	if v < lowest || v > highest {
+		return fmt.Errorf("must be from %d to %d", lowest, highest)
+	}
+	return nil
 }
 
 func atLeast[T int | int64 | uint64 | float64 | time.Duration](v, lowest T) error {

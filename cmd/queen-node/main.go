@@ -169,7 +169,7 @@ func run(args []string) error {
 	// One set of request rules for both front ends, so that per-node limits
 	// (the KV read rate) hold across them.
 	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
-		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL})
+		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL, Streams: cfg.Streams})
 	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier), grpcapi.WithLogger(log.With("component", "grpc"))}
 	switch {
 	case peer != nil:
