@@ -77,11 +77,12 @@ type Workload interface {
 // ByName returns the workloads named in a comma list ("all" = every one).
 func ByName(names []string) ([]Workload, error) {
 	all := map[string]func() Workload{
-		"queue":  func() Workload { return newQueue() },
-		"kv":     func() Workload { return newKV() },
-		"timers": func() Workload { return newTimers() },
-		"ledger": func() Workload { return newLedger() },
-		"locks":  func() Workload { return newLocks() },
+		"queue":   func() Workload { return newQueue() },
+		"kv":      func() Workload { return newKV() },
+		"timers":  func() Workload { return newTimers() },
+		"ledger":  func() Workload { return newLedger() },
+		"locks":   func() Workload { return newLocks() },
+		"streams": func() Workload { return newStreams() },
 	}
 	var out []Workload
 	for _, n := range names {
@@ -98,7 +99,7 @@ func ByName(names []string) ([]Workload, error) {
 		}
 		f, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown workload %q (queue, kv, timers, ledger, locks, all)", n)
+			return nil, fmt.Errorf("unknown workload %q (queue, kv, timers, ledger, locks, streams, all)", n)
 		}
 		out = append(out, f())
 	}
