@@ -181,6 +181,46 @@ func (r *router) countTimers(ctx context.Context, queue, prefix string) (int, er
 	return routed(r, func(t transport) (int, error) { return t.countTimers(ctx, queue, prefix) })
 }
 
+func (r *router) locks(ctx context.Context, ops []lockOp) ([]Lock, error) {
+	return routed(r, func(t transport) ([]Lock, error) { return t.locks(ctx, ops) })
+}
+
+func (r *router) listGroups(ctx context.Context, group string) ([]GroupQueue, error) {
+	return routed(r, func(t transport) ([]GroupQueue, error) { return t.listGroups(ctx, group) })
+}
+
+func (r *router) seekGroup(ctx context.Context, group, queue, partition string, at time.Time) (*SeekResult, error) {
+	return routed(r, func(t transport) (*SeekResult, error) { return t.seekGroup(ctx, group, queue, partition, at) })
+}
+
+func (r *router) deleteGroup(ctx context.Context, group, queue string, keepMetadata bool) (*DeleteGroupResult, error) {
+	return routed(r, func(t transport) (*DeleteGroupResult, error) { return t.deleteGroup(ctx, group, queue, keepMetadata) })
+}
+
+func (r *router) listDeadLetters(ctx context.Context, f DLQFilter) (*DeadLetterPage, error) {
+	return routed(r, func(t transport) (*DeadLetterPage, error) { return t.listDeadLetters(ctx, f) })
+}
+
+func (r *router) replayDeadLetter(ctx context.Context, dlqID string) (*Replay, error) {
+	return routed(r, func(t transport) (*Replay, error) { return t.replayDeadLetter(ctx, dlqID) })
+}
+
+func (r *router) purgeDeadLetters(ctx context.Context, queue, group string) (int, error) {
+	return routed(r, func(t transport) (int, error) { return t.purgeDeadLetters(ctx, queue, group) })
+}
+
+func (r *router) getMessage(ctx context.Context, partitionID, transactionID string) (*MessageInfo, error) {
+	return routed(r, func(t transport) (*MessageInfo, error) { return t.getMessage(ctx, partitionID, transactionID) })
+}
+
+func (r *router) traces(ctx context.Context, partitionID, transactionID string) ([]Trace, error) {
+	return routed(r, func(t transport) ([]Trace, error) { return t.traces(ctx, partitionID, transactionID) })
+}
+
+func (r *router) health(ctx context.Context) (*Health, error) {
+	return routed(r, func(t transport) (*Health, error) { return t.health(ctx) })
+}
+
 func (r *router) leaderAddr(ctx context.Context) (string, error) {
 	return routed(r, func(t transport) (string, error) { return t.leaderAddr(ctx) })
 }

@@ -26,6 +26,17 @@ type transport interface {
 	getTimer(ctx context.Context, queue, key string) (*Timer, error)
 	listTimers(ctx context.Context, queue, after string, limit int) (*TimerPage, error)
 	countTimers(ctx context.Context, queue, prefix string) (int, error)
+	// admin.go's calls (http_admin.go, grpc_admin.go)
+	locks(ctx context.Context, ops []lockOp) ([]Lock, error)
+	listGroups(ctx context.Context, group string) ([]GroupQueue, error)
+	seekGroup(ctx context.Context, group, queue, partition string, at time.Time) (*SeekResult, error)
+	deleteGroup(ctx context.Context, group, queue string, keepMetadata bool) (*DeleteGroupResult, error)
+	listDeadLetters(ctx context.Context, f DLQFilter) (*DeadLetterPage, error)
+	replayDeadLetter(ctx context.Context, dlqID string) (*Replay, error)
+	purgeDeadLetters(ctx context.Context, queue, group string) (int, error)
+	getMessage(ctx context.Context, partitionID, transactionID string) (*MessageInfo, error)
+	traces(ctx context.Context, partitionID, transactionID string) ([]Trace, error)
+	health(ctx context.Context) (*Health, error)
 	// leaderAddr is the address of the leader's API of this transport's
 	// kind, as this node knows it ("" = none known).
 	leaderAddr(ctx context.Context) (string, error)

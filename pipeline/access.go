@@ -28,7 +28,7 @@ type operation struct {
 
 var operations = []operation{
 	// Public: health and metrics (spec §4.13).
-	{http: []string{"GET /health", "GET /metrics", "GET /metrics/prometheus"}, grpc: []string{"Leader"}, level: auth.Public},
+	{http: []string{"GET /health", "GET /metrics", "GET /metrics/prometheus"}, grpc: []string{"Leader", "NodeHealth"}, level: auth.Public},
 
 	// Producers.
 	{http: []string{"POST /api/v1/push"}, grpc: []string{"Push"}, level: auth.ReadWrite, producer: true},
@@ -44,7 +44,7 @@ var operations = []operation{
 	{http: []string{"PUT /api/v1/kv/{ns}/{key...}", "DELETE /api/v1/kv/{ns}/{key...}"}, level: auth.ReadWrite},
 	{http: []string{"DELETE /api/v1/timers/{queue}/{timerKey...}"}, grpc: []string{"CancelTimer"}, level: auth.ReadWrite},
 	{http: []string{"POST /api/v1/consumer-groups/{group}/subscription", "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
-		"POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"}, level: auth.ReadWrite},
+		"POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"}, grpc: []string{"SeekConsumerGroup"}, level: auth.ReadWrite},
 	// A deletion, a replay and a trace are read-write: a replay appends a
 	// stored message again, as a push or a backward seek does, and the
 	// audit trail records it.
@@ -64,11 +64,11 @@ var operations = []operation{
 	// Reads: read-only.
 	{http: []string{"GET /api/v1/resources/queues", "GET /api/v1/resources/queues/{queue}",
 		"GET /api/v1/resources/queues/{queue}/depth"}, grpc: []string{"QueueDepth"}, level: auth.ReadOnly},
-	{http: []string{"GET /api/v1/dlq"}, level: auth.ReadOnly},
+	{http: []string{"GET /api/v1/dlq"}, grpc: []string{"ListDeadLetters"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/timers/{queue}", "GET /api/v1/timers/{queue}/{timerKey...}"},
 		grpc: []string{"GetTimer", "ListTimers", "CountTimers"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/consumer-groups", "GET /api/v1/consumer-groups/lagging", "GET /api/v1/consumer-groups/{group}"},
-		level: auth.ReadOnly},
+		grpc: []string{"ListConsumerGroups"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/messages", "GET /api/v1/messages/{partitionId}/{transactionId}"},
 		grpc: []string{"ListMessages", "GetMessage"}, level: auth.ReadOnly},
 	{http: []string{"GET /api/v1/traces/names", "GET /api/v1/traces/by-name/{name}", "GET /api/v1/traces/{partitionId}/{transactionId}"},
@@ -85,7 +85,7 @@ var operations = []operation{
 	// removal, and a DLQ purge (it destroys records for good).
 	{http: []string{"DELETE /api/v1/resources/queues/{queue}"}, grpc: []string{"DeleteQueue"}, level: auth.Admin},
 	{http: []string{"DELETE /api/v1/consumer-groups/{group}", "DELETE /api/v1/consumer-groups/{group}/queues/{queue}"},
-		level: auth.Admin},
+		grpc: []string{"DeleteConsumerGroup"}, level: auth.Admin},
 	{http: []string{"POST /api/v1/stats/refresh"}, level: auth.Admin},
 	{http: []string{"GET /api/v1/system/maintenance", "POST /api/v1/system/maintenance", "GET /api/v1/system/maintenance/pop",
 		"POST /api/v1/system/maintenance/pop", "GET /api/v1/system/kv-timers", "POST /api/v1/system/kv-timers"}, level: auth.Admin},

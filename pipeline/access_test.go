@@ -90,7 +90,9 @@ var grpcTwins = map[string]string{
 	"PurgeDeadLetters": "DELETE /api/v1/dlq", "RecordTrace": "POST /api/v1/traces",
 	"ListTraces": "GET /api/v1/traces/{partitionId}/{transactionId}", "TracesByName": "GET /api/v1/traces/by-name/{name}",
 	"TraceNames": "GET /api/v1/traces/names", "QueueDepth": "GET /api/v1/resources/queues/{queue}/depth",
-	"Locks": "POST /api/v1/locks", "Leader": "GET /health",
+	"Locks": "POST /api/v1/locks", "Leader": "GET /health", "NodeHealth": "GET /health",
+	"ListConsumerGroups": "GET /api/v1/consumer-groups", "SeekConsumerGroup": "POST /api/v1/consumer-groups/{group}/queues/{queue}/seek",
+	"DeleteConsumerGroup": "DELETE /api/v1/consumer-groups/{group}", "ListDeadLetters": "GET /api/v1/dlq",
 }
 
 func spec(t *testing.T) map[string]auth.Level {

@@ -424,6 +424,954 @@ func (LockOpKind) EnumDescriptor() ([]byte, []int) {
 	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
 }
 
+type NodeHealthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeHealthRequest) Reset() {
+	*x = NodeHealthRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeHealthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeHealthRequest) ProtoMessage() {}
+
+func (x *NodeHealthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeHealthRequest.ProtoReflect.Descriptor instead.
+func (*NodeHealthRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{0}
+}
+
+type NodeHealthResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	NodeId         string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Status         string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"` // healthy | settling | damaged
+	Role           string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	LeaderId       string                 `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Term           uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	Commit         uint64                 `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`
+	Applied        uint64                 `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	StorageReady   bool                   `protobuf:"varint,8,opt,name=storage_ready,json=storageReady,proto3" json:"storage_ready,omitempty"`
+	ClusterVersion uint32                 `protobuf:"varint,9,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	ApplyFailure   string                 `protobuf:"bytes,10,opt,name=apply_failure,json=applyFailure,proto3" json:"apply_failure,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *NodeHealthResponse) Reset() {
+	*x = NodeHealthResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeHealthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeHealthResponse) ProtoMessage() {}
+
+func (x *NodeHealthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeHealthResponse.ProtoReflect.Descriptor instead.
+func (*NodeHealthResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NodeHealthResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeHealthResponse) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NodeHealthResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *NodeHealthResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *NodeHealthResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *NodeHealthResponse) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *NodeHealthResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *NodeHealthResponse) GetStorageReady() bool {
+	if x != nil {
+		return x.StorageReady
+	}
+	return false
+}
+
+func (x *NodeHealthResponse) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
+func (x *NodeHealthResponse) GetApplyFailure() string {
+	if x != nil {
+		return x.ApplyFailure
+	}
+	return ""
+}
+
+type ListConsumerGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"` // "" = every group
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConsumerGroupsRequest) Reset() {
+	*x = ListConsumerGroupsRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConsumerGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConsumerGroupsRequest) ProtoMessage() {}
+
+func (x *ListConsumerGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConsumerGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListConsumerGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListConsumerGroupsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type ConsumerGroupPartition struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Partition      string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	PartitionId    string                 `protobuf:"bytes,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	ConsumedOffset uint64                 `protobuf:"varint,3,opt,name=consumed_offset,json=consumedOffset,proto3" json:"consumed_offset,omitempty"`
+	NewestOffset   uint64                 `protobuf:"varint,4,opt,name=newest_offset,json=newestOffset,proto3" json:"newest_offset,omitempty"`
+	Pending        uint64                 `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`                                      // live messages after the cursor
+	LagMs          int64                  `protobuf:"varint,6,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`                             // how long the oldest pending one waited
+	LeaseExpiresAt string                 `protobuf:"bytes,7,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"` // "" = no live lease
+	RetryCount     uint32                 `protobuf:"varint,8,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupPartition) Reset() {
+	*x = ConsumerGroupPartition{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupPartition) ProtoMessage() {}
+
+func (x *ConsumerGroupPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupPartition.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupPartition) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConsumerGroupPartition) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ConsumerGroupPartition) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupPartition) GetConsumedOffset() uint64 {
+	if x != nil {
+		return x.ConsumedOffset
+	}
+	return 0
+}
+
+func (x *ConsumerGroupPartition) GetNewestOffset() uint64 {
+	if x != nil {
+		return x.NewestOffset
+	}
+	return 0
+}
+
+func (x *ConsumerGroupPartition) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *ConsumerGroupPartition) GetLagMs() int64 {
+	if x != nil {
+		return x.LagMs
+	}
+	return 0
+}
+
+func (x *ConsumerGroupPartition) GetLeaseExpiresAt() string {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return ""
+}
+
+func (x *ConsumerGroupPartition) GetRetryCount() uint32 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+type ConsumerGroupQueue struct {
+	state                 protoimpl.MessageState    `protogen:"open.v1"`
+	Group                 string                    `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Queue                 string                    `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	SubscriptionMode      string                    `protobuf:"bytes,3,opt,name=subscription_mode,json=subscriptionMode,proto3" json:"subscription_mode,omitempty"` // all | new | timestamp | "" (queue mode)
+	SubscriptionTimestamp string                    `protobuf:"bytes,4,opt,name=subscription_timestamp,json=subscriptionTimestamp,proto3" json:"subscription_timestamp,omitempty"`
+	Partitions            []*ConsumerGroupPartition `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ConsumerGroupQueue) Reset() {
+	*x = ConsumerGroupQueue{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerGroupQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerGroupQueue) ProtoMessage() {}
+
+func (x *ConsumerGroupQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerGroupQueue.ProtoReflect.Descriptor instead.
+func (*ConsumerGroupQueue) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ConsumerGroupQueue) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ConsumerGroupQueue) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ConsumerGroupQueue) GetSubscriptionMode() string {
+	if x != nil {
+		return x.SubscriptionMode
+	}
+	return ""
+}
+
+func (x *ConsumerGroupQueue) GetSubscriptionTimestamp() string {
+	if x != nil {
+		return x.SubscriptionTimestamp
+	}
+	return ""
+}
+
+func (x *ConsumerGroupQueue) GetPartitions() []*ConsumerGroupPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ListConsumerGroupsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*ConsumerGroupQueue  `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListConsumerGroupsResponse) Reset() {
+	*x = ListConsumerGroupsResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListConsumerGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListConsumerGroupsResponse) ProtoMessage() {}
+
+func (x *ListConsumerGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListConsumerGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListConsumerGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListConsumerGroupsResponse) GetGroups() []*ConsumerGroupQueue {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type SeekConsumerGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition     string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"` // set: that partition to its end
+	ToEnd         bool                   `protobuf:"varint,4,opt,name=to_end,json=toEnd,proto3" json:"to_end,omitempty"`
+	Timestamp     string                 `protobuf:"bytes,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"` // ISO-8601, when not to_end
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeekConsumerGroupRequest) Reset() {
+	*x = SeekConsumerGroupRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeekConsumerGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeekConsumerGroupRequest) ProtoMessage() {}
+
+func (x *SeekConsumerGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeekConsumerGroupRequest.ProtoReflect.Descriptor instead.
+func (*SeekConsumerGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SeekConsumerGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SeekConsumerGroupRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SeekConsumerGroupRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *SeekConsumerGroupRequest) GetToEnd() bool {
+	if x != nil {
+		return x.ToEnd
+	}
+	return false
+}
+
+func (x *SeekConsumerGroupRequest) GetTimestamp() string {
+	if x != nil {
+		return x.Timestamp
+	}
+	return ""
+}
+
+type SeekConsumerGroupResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	QueueFound        bool                   `protobuf:"varint,1,opt,name=queue_found,json=queueFound,proto3" json:"queue_found,omitempty"`
+	PartitionFound    bool                   `protobuf:"varint,2,opt,name=partition_found,json=partitionFound,proto3" json:"partition_found,omitempty"`
+	PartitionsUpdated uint32                 `protobuf:"varint,3,opt,name=partitions_updated,json=partitionsUpdated,proto3" json:"partitions_updated,omitempty"`
+	CursorMovedTo     string                 `protobuf:"bytes,4,opt,name=cursor_moved_to,json=cursorMovedTo,proto3" json:"cursor_moved_to,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *SeekConsumerGroupResponse) Reset() {
+	*x = SeekConsumerGroupResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeekConsumerGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeekConsumerGroupResponse) ProtoMessage() {}
+
+func (x *SeekConsumerGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeekConsumerGroupResponse.ProtoReflect.Descriptor instead.
+func (*SeekConsumerGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SeekConsumerGroupResponse) GetQueueFound() bool {
+	if x != nil {
+		return x.QueueFound
+	}
+	return false
+}
+
+func (x *SeekConsumerGroupResponse) GetPartitionFound() bool {
+	if x != nil {
+		return x.PartitionFound
+	}
+	return false
+}
+
+func (x *SeekConsumerGroupResponse) GetPartitionsUpdated() uint32 {
+	if x != nil {
+		return x.PartitionsUpdated
+	}
+	return 0
+}
+
+func (x *SeekConsumerGroupResponse) GetCursorMovedTo() string {
+	if x != nil {
+		return x.CursorMovedTo
+	}
+	return ""
+}
+
+type DeleteConsumerGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Queue         string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`                                    // "" = every queue
+	KeepMetadata  bool                   `protobuf:"varint,3,opt,name=keep_metadata,json=keepMetadata,proto3" json:"keep_metadata,omitempty"` // keep the subscription record (deleteMetadata=false)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConsumerGroupRequest) Reset() {
+	*x = DeleteConsumerGroupRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConsumerGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConsumerGroupRequest) ProtoMessage() {}
+
+func (x *DeleteConsumerGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConsumerGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteConsumerGroupRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeleteConsumerGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteConsumerGroupRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeleteConsumerGroupRequest) GetKeepMetadata() bool {
+	if x != nil {
+		return x.KeepMetadata
+	}
+	return false
+}
+
+type DeleteConsumerGroupResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	DeletedPartitions uint32                 `protobuf:"varint,1,opt,name=deleted_partitions,json=deletedPartitions,proto3" json:"deleted_partitions,omitempty"`
+	MetadataDeleted   bool                   `protobuf:"varint,2,opt,name=metadata_deleted,json=metadataDeleted,proto3" json:"metadata_deleted,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteConsumerGroupResponse) Reset() {
+	*x = DeleteConsumerGroupResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConsumerGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConsumerGroupResponse) ProtoMessage() {}
+
+func (x *DeleteConsumerGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConsumerGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteConsumerGroupResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeleteConsumerGroupResponse) GetDeletedPartitions() uint32 {
+	if x != nil {
+		return x.DeletedPartitions
+	}
+	return 0
+}
+
+func (x *DeleteConsumerGroupResponse) GetMetadataDeleted() bool {
+	if x != nil {
+		return x.MetadataDeleted
+	}
+	return false
+}
+
+type ListDeadLettersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,2,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	Partition     string                 `protobuf:"bytes,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          string                 `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"` // failed at or after (ISO-8601)
+	To            string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
+	Limit         int32                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 100; at most 10000
+	Offset        int32                  `protobuf:"varint,7,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersRequest) Reset() {
+	*x = ListDeadLettersRequest{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersRequest) ProtoMessage() {}
+
+func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ListDeadLettersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListDeadLettersRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type DeadLetter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DlqId         string                 `protobuf:"bytes,1,opt,name=dlq_id,json=dlqId,proto3" json:"dlq_id,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	PartitionId   string                 `protobuf:"bytes,4,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Queue         string                 `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition     string                 `protobuf:"bytes,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	ConsumerGroup string                 `protobuf:"bytes,7,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,8,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	RetryCount    uint32                 `protobuf:"varint,9,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
+	Data          []byte                 `protobuf:"bytes,10,opt,name=data,proto3" json:"data,omitempty"` // JSON text
+	CreatedAt     string                 `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	FailedAt      string                 `protobuf:"bytes,12,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeadLetter) GetDlqId() string {
+	if x != nil {
+		return x.DlqId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetPartitionId() string {
+	if x != nil {
+		return x.PartitionId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetConsumerGroup() string {
+	if x != nil {
+		return x.ConsumerGroup
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetRetryCount() uint32 {
+	if x != nil {
+		return x.RetryCount
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetFailedAt() string {
+	if x != nil {
+		return x.FailedAt
+	}
+	return ""
+}
+
+type ListDeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*DeadLetter          `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	Total         int64                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersResponse) Reset() {
+	*x = ListDeadLettersResponse{}
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersResponse) ProtoMessage() {}
+
+func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListDeadLettersResponse) GetMessages() []*DeadLetter {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListDeadLettersResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
 type LeaderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -432,7 +1380,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +1392,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[0]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +1405,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{0}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{13}
 }
 
 type LeaderResponse struct {
@@ -472,7 +1420,7 @@ type LeaderResponse struct {
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +1432,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[1]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +1445,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{1}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaderResponse) GetNodeId() string {
@@ -541,7 +1489,7 @@ type PushItem struct {
 
 func (x *PushItem) Reset() {
 	*x = PushItem{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +1501,7 @@ func (x *PushItem) String() string {
 func (*PushItem) ProtoMessage() {}
 
 func (x *PushItem) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[2]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +1514,7 @@ func (x *PushItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushItem.ProtoReflect.Descriptor instead.
 func (*PushItem) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{2}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PushItem) GetQueue() string {
@@ -613,7 +1561,7 @@ type PushRequest struct {
 
 func (x *PushRequest) Reset() {
 	*x = PushRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +1573,7 @@ func (x *PushRequest) String() string {
 func (*PushRequest) ProtoMessage() {}
 
 func (x *PushRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[3]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +1586,7 @@ func (x *PushRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushRequest.ProtoReflect.Descriptor instead.
 func (*PushRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{3}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PushRequest) GetItems() []*PushItem {
@@ -664,7 +1612,7 @@ type PushResult struct {
 
 func (x *PushResult) Reset() {
 	*x = PushResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +1624,7 @@ func (x *PushResult) String() string {
 func (*PushResult) ProtoMessage() {}
 
 func (x *PushResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[4]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +1637,7 @@ func (x *PushResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResult.ProtoReflect.Descriptor instead.
 func (*PushResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{4}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PushResult) GetStatus() PushStatus {
@@ -757,7 +1705,7 @@ type PushResponse struct {
 
 func (x *PushResponse) Reset() {
 	*x = PushResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1717,7 @@ func (x *PushResponse) String() string {
 func (*PushResponse) ProtoMessage() {}
 
 func (x *PushResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[5]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1730,7 @@ func (x *PushResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushResponse.ProtoReflect.Descriptor instead.
 func (*PushResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{5}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PushResponse) GetResults() []*PushResult {
@@ -816,7 +1764,7 @@ type PopRequest struct {
 
 func (x *PopRequest) Reset() {
 	*x = PopRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1776,7 @@ func (x *PopRequest) String() string {
 func (*PopRequest) ProtoMessage() {}
 
 func (x *PopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[6]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1789,7 @@ func (x *PopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopRequest.ProtoReflect.Descriptor instead.
 func (*PopRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{6}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PopRequest) GetQueue() string {
@@ -955,7 +1903,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1915,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[7]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1928,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{7}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Message) GetId() string {
@@ -1085,7 +2033,7 @@ type PopResponse struct {
 
 func (x *PopResponse) Reset() {
 	*x = PopResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +2045,7 @@ func (x *PopResponse) String() string {
 func (*PopResponse) ProtoMessage() {}
 
 func (x *PopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[8]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +2058,7 @@ func (x *PopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopResponse.ProtoReflect.Descriptor instead.
 func (*PopResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{8}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PopResponse) GetQueue() string {
@@ -1182,7 +2130,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +2142,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[9]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +2155,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{9}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ConsumeRequest) GetPop() *PopRequest {
@@ -1252,7 +2200,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +2212,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[10]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +2225,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{10}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AckRequest) GetTransactionId() string {
@@ -1338,7 +2286,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +2298,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[11]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +2311,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{11}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AckResult) GetTransactionId() string {
@@ -1431,7 +2379,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +2391,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[12]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +2404,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{12}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AckResponse) GetResult() *AckResult {
@@ -1479,7 +2427,7 @@ type AckItem struct {
 
 func (x *AckItem) Reset() {
 	*x = AckItem{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +2439,7 @@ func (x *AckItem) String() string {
 func (*AckItem) ProtoMessage() {}
 
 func (x *AckItem) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[13]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +2452,7 @@ func (x *AckItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckItem.ProtoReflect.Descriptor instead.
 func (*AckItem) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{13}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AckItem) GetTransactionId() string {
@@ -1552,7 +2500,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +2512,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[14]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +2525,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{14}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AckBatchRequest) GetConsumerGroup() string {
@@ -1603,7 +2551,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +2563,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[15]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +2576,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{15}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AckBatchResponse) GetResults() []*AckResult {
@@ -1651,7 +2599,7 @@ type TransactionOp struct {
 
 func (x *TransactionOp) Reset() {
 	*x = TransactionOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +2611,7 @@ func (x *TransactionOp) String() string {
 func (*TransactionOp) ProtoMessage() {}
 
 func (x *TransactionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[16]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +2624,7 @@ func (x *TransactionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionOp.ProtoReflect.Descriptor instead.
 func (*TransactionOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{16}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TransactionOp) GetOp() isTransactionOp_Op {
@@ -1737,7 +2685,7 @@ type TransactionRequest struct {
 
 func (x *TransactionRequest) Reset() {
 	*x = TransactionRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2697,7 @@ func (x *TransactionRequest) String() string {
 func (*TransactionRequest) ProtoMessage() {}
 
 func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[17]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2710,7 @@ func (x *TransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionRequest.ProtoReflect.Descriptor instead.
 func (*TransactionRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{17}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TransactionRequest) GetOperations() []*TransactionOp {
@@ -1818,7 +2766,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +2778,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[18]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +2791,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{18}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Position) GetQueue() string {
@@ -1922,7 +2870,7 @@ type TransactionItemResult struct {
 
 func (x *TransactionItemResult) Reset() {
 	*x = TransactionItemResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2882,7 @@ func (x *TransactionItemResult) String() string {
 func (*TransactionItemResult) ProtoMessage() {}
 
 func (x *TransactionItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[19]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2895,7 @@ func (x *TransactionItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionItemResult.ProtoReflect.Descriptor instead.
 func (*TransactionItemResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{19}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TransactionItemResult) GetType() string {
@@ -2051,7 +2999,7 @@ type TransactionResponse struct {
 
 func (x *TransactionResponse) Reset() {
 	*x = TransactionResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +3011,7 @@ func (x *TransactionResponse) String() string {
 func (*TransactionResponse) ProtoMessage() {}
 
 func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[20]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +3024,7 @@ func (x *TransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionResponse.ProtoReflect.Descriptor instead.
 func (*TransactionResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{20}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TransactionResponse) GetSuccess() bool {
@@ -2138,7 +3086,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +3098,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[21]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +3111,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{21}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExtendLeaseRequest) GetLeaseId() string {
@@ -2192,7 +3140,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +3152,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[22]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +3165,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{22}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseId() string {
@@ -2281,7 +3229,7 @@ type QueueOptions struct {
 
 func (x *QueueOptions) Reset() {
 	*x = QueueOptions{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +3241,7 @@ func (x *QueueOptions) String() string {
 func (*QueueOptions) ProtoMessage() {}
 
 func (x *QueueOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[23]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +3254,7 @@ func (x *QueueOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueOptions.ProtoReflect.Descriptor instead.
 func (*QueueOptions) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{23}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QueueOptions) GetLeaseTime() int64 {
@@ -2454,7 +3402,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +3414,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[24]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +3427,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{24}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConfigureRequest) GetQueue() string {
@@ -2524,7 +3472,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +3484,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[25]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +3497,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{25}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConfigureResponse) GetQueueId() string {
@@ -2603,7 +3551,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +3563,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[26]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +3576,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{26}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteQueueRequest) GetQueue() string {
@@ -2647,7 +3595,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +3607,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[27]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +3620,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{27}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteQueueResponse) GetExisted() bool {
@@ -2707,7 +3655,7 @@ type KvOp struct {
 
 func (x *KvOp) Reset() {
 	*x = KvOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +3667,7 @@ func (x *KvOp) String() string {
 func (*KvOp) ProtoMessage() {}
 
 func (x *KvOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[28]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +3680,7 @@ func (x *KvOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvOp.ProtoReflect.Descriptor instead.
 func (*KvOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{28}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KvOp) GetOp() KvOpKind {
@@ -2860,7 +3808,7 @@ type KvRow struct {
 
 func (x *KvRow) Reset() {
 	*x = KvRow{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +3820,7 @@ func (x *KvRow) String() string {
 func (*KvRow) ProtoMessage() {}
 
 func (x *KvRow) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[29]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3833,7 @@ func (x *KvRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvRow.ProtoReflect.Descriptor instead.
 func (*KvRow) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{29}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KvRow) GetKey() string {
@@ -2944,7 +3892,7 @@ type KvResult struct {
 
 func (x *KvResult) Reset() {
 	*x = KvResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3904,7 @@ func (x *KvResult) String() string {
 func (*KvResult) ProtoMessage() {}
 
 func (x *KvResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[30]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3917,7 @@ func (x *KvResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvResult.ProtoReflect.Descriptor instead.
 func (*KvResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{30}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *KvResult) GetOp() string {
@@ -3072,7 +4020,7 @@ type KvRequest struct {
 
 func (x *KvRequest) Reset() {
 	*x = KvRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3084,7 +4032,7 @@ func (x *KvRequest) String() string {
 func (*KvRequest) ProtoMessage() {}
 
 func (x *KvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[31]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3097,7 +4045,7 @@ func (x *KvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvRequest.ProtoReflect.Descriptor instead.
 func (*KvRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{31}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KvRequest) GetOperations() []*KvOp {
@@ -3121,7 +4069,7 @@ type KvResponse struct {
 
 func (x *KvResponse) Reset() {
 	*x = KvResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +4081,7 @@ func (x *KvResponse) String() string {
 func (*KvResponse) ProtoMessage() {}
 
 func (x *KvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[32]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +4094,7 @@ func (x *KvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvResponse.ProtoReflect.Descriptor instead.
 func (*KvResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{32}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KvResponse) GetOk() bool {
@@ -3201,7 +4149,7 @@ type TimerOp struct {
 
 func (x *TimerOp) Reset() {
 	*x = TimerOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +4161,7 @@ func (x *TimerOp) String() string {
 func (*TimerOp) ProtoMessage() {}
 
 func (x *TimerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[33]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +4174,7 @@ func (x *TimerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
 func (*TimerOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{33}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TimerOp) GetOp() TimerOpKind {
@@ -3301,7 +4249,7 @@ type TimersRequest struct {
 
 func (x *TimersRequest) Reset() {
 	*x = TimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +4261,7 @@ func (x *TimersRequest) String() string {
 func (*TimersRequest) ProtoMessage() {}
 
 func (x *TimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[34]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +4274,7 @@ func (x *TimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimersRequest.ProtoReflect.Descriptor instead.
 func (*TimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{34}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TimersRequest) GetOperations() []*TimerOp {
@@ -3352,7 +4300,7 @@ type TimerResult struct {
 
 func (x *TimerResult) Reset() {
 	*x = TimerResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +4312,7 @@ func (x *TimerResult) String() string {
 func (*TimerResult) ProtoMessage() {}
 
 func (x *TimerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[35]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +4325,7 @@ func (x *TimerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerResult.ProtoReflect.Descriptor instead.
 func (*TimerResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{35}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TimerResult) GetOk() bool {
@@ -3445,7 +4393,7 @@ type TimersResponse struct {
 
 func (x *TimersResponse) Reset() {
 	*x = TimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3457,7 +4405,7 @@ func (x *TimersResponse) String() string {
 func (*TimersResponse) ProtoMessage() {}
 
 func (x *TimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[36]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3470,7 +4418,7 @@ func (x *TimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimersResponse.ProtoReflect.Descriptor instead.
 func (*TimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{36}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TimersResponse) GetResults() []*TimerResult {
@@ -3491,7 +4439,7 @@ type CancelTimerRequest struct {
 
 func (x *CancelTimerRequest) Reset() {
 	*x = CancelTimerRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +4451,7 @@ func (x *CancelTimerRequest) String() string {
 func (*CancelTimerRequest) ProtoMessage() {}
 
 func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[37]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +4464,7 @@ func (x *CancelTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTimerRequest.ProtoReflect.Descriptor instead.
 func (*CancelTimerRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{37}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CancelTimerRequest) GetQueue() string {
@@ -3561,7 +4509,7 @@ type Timer struct {
 
 func (x *Timer) Reset() {
 	*x = Timer{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +4521,7 @@ func (x *Timer) String() string {
 func (*Timer) ProtoMessage() {}
 
 func (x *Timer) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[38]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +4534,7 @@ func (x *Timer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timer.ProtoReflect.Descriptor instead.
 func (*Timer) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{38}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Timer) GetQueue() string {
@@ -3690,7 +4638,7 @@ type GetTimerRequest struct {
 
 func (x *GetTimerRequest) Reset() {
 	*x = GetTimerRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +4650,7 @@ func (x *GetTimerRequest) String() string {
 func (*GetTimerRequest) ProtoMessage() {}
 
 func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[39]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +4663,7 @@ func (x *GetTimerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimerRequest.ProtoReflect.Descriptor instead.
 func (*GetTimerRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{39}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetTimerRequest) GetQueue() string {
@@ -3742,7 +4690,7 @@ type GetTimerResponse struct {
 
 func (x *GetTimerResponse) Reset() {
 	*x = GetTimerResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +4702,7 @@ func (x *GetTimerResponse) String() string {
 func (*GetTimerResponse) ProtoMessage() {}
 
 func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[40]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +4715,7 @@ func (x *GetTimerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimerResponse.ProtoReflect.Descriptor instead.
 func (*GetTimerResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{40}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetTimerResponse) GetFound() bool {
@@ -3795,7 +4743,7 @@ type ListTimersRequest struct {
 
 func (x *ListTimersRequest) Reset() {
 	*x = ListTimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +4755,7 @@ func (x *ListTimersRequest) String() string {
 func (*ListTimersRequest) ProtoMessage() {}
 
 func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[41]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +4768,7 @@ func (x *ListTimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTimersRequest.ProtoReflect.Descriptor instead.
 func (*ListTimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{41}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListTimersRequest) GetQueue() string {
@@ -3855,7 +4803,7 @@ type ListTimersResponse struct {
 
 func (x *ListTimersResponse) Reset() {
 	*x = ListTimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +4815,7 @@ func (x *ListTimersResponse) String() string {
 func (*ListTimersResponse) ProtoMessage() {}
 
 func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[42]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +4828,7 @@ func (x *ListTimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTimersResponse.ProtoReflect.Descriptor instead.
 func (*ListTimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{42}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListTimersResponse) GetTimers() []*Timer {
@@ -3914,7 +4862,7 @@ type CountTimersRequest struct {
 
 func (x *CountTimersRequest) Reset() {
 	*x = CountTimersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3926,7 +4874,7 @@ func (x *CountTimersRequest) String() string {
 func (*CountTimersRequest) ProtoMessage() {}
 
 func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[43]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3939,7 +4887,7 @@ func (x *CountTimersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTimersRequest.ProtoReflect.Descriptor instead.
 func (*CountTimersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{43}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CountTimersRequest) GetQueue() string {
@@ -3965,7 +4913,7 @@ type CountTimersResponse struct {
 
 func (x *CountTimersResponse) Reset() {
 	*x = CountTimersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3977,7 +4925,7 @@ func (x *CountTimersResponse) String() string {
 func (*CountTimersResponse) ProtoMessage() {}
 
 func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[44]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3990,7 +4938,7 @@ func (x *CountTimersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CountTimersResponse.ProtoReflect.Descriptor instead.
 func (*CountTimersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{44}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CountTimersResponse) GetCount() uint64 {
@@ -4017,7 +4965,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4977,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[45]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4990,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{45}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListMessagesRequest) GetQueue() string {
@@ -4132,7 +5080,7 @@ type MessageRow struct {
 
 func (x *MessageRow) Reset() {
 	*x = MessageRow{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +5092,7 @@ func (x *MessageRow) String() string {
 func (*MessageRow) ProtoMessage() {}
 
 func (x *MessageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[46]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +5105,7 @@ func (x *MessageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRow.ProtoReflect.Descriptor instead.
 func (*MessageRow) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{46}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *MessageRow) GetId() string {
@@ -4284,7 +5232,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4296,7 +5244,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[47]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4309,7 +5257,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{47}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*MessageRow {
@@ -4350,7 +5298,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4362,7 +5310,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[48]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4375,7 +5323,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{48}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *MessageRef) GetPartitionId() string {
@@ -4403,7 +5351,7 @@ type MessageGroup struct {
 
 func (x *MessageGroup) Reset() {
 	*x = MessageGroup{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +5363,7 @@ func (x *MessageGroup) String() string {
 func (*MessageGroup) ProtoMessage() {}
 
 func (x *MessageGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[49]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +5376,7 @@ func (x *MessageGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageGroup.ProtoReflect.Descriptor instead.
 func (*MessageGroup) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{49}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MessageGroup) GetName() string {
@@ -4465,7 +5413,7 @@ type DeadLetterRef struct {
 
 func (x *DeadLetterRef) Reset() {
 	*x = DeadLetterRef{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4477,7 +5425,7 @@ func (x *DeadLetterRef) String() string {
 func (*DeadLetterRef) ProtoMessage() {}
 
 func (x *DeadLetterRef) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[50]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4490,7 +5438,7 @@ func (x *DeadLetterRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRef.ProtoReflect.Descriptor instead.
 func (*DeadLetterRef) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{50}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeadLetterRef) GetDlqId() string {
@@ -4541,7 +5489,7 @@ type MessageDetail struct {
 
 func (x *MessageDetail) Reset() {
 	*x = MessageDetail{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4553,7 +5501,7 @@ func (x *MessageDetail) String() string {
 func (*MessageDetail) ProtoMessage() {}
 
 func (x *MessageDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[51]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4566,7 +5514,7 @@ func (x *MessageDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageDetail.ProtoReflect.Descriptor instead.
 func (*MessageDetail) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{51}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MessageDetail) GetMessage() *MessageRow {
@@ -4614,7 +5562,7 @@ type DeleteMessageResponse struct {
 
 func (x *DeleteMessageResponse) Reset() {
 	*x = DeleteMessageResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4626,7 +5574,7 @@ func (x *DeleteMessageResponse) String() string {
 func (*DeleteMessageResponse) ProtoMessage() {}
 
 func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[52]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4639,7 +5587,7 @@ func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{52}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeleteMessageResponse) GetSuccess() bool {
@@ -4670,7 +5618,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +5630,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[53]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +5643,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{53}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ReplayDeadLetterRequest) GetDlqId() string {
@@ -4759,7 +5707,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +5719,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[54]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +5732,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{54}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReplayDeadLetterResponse) GetSuccess() bool {
@@ -4874,7 +5822,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +5834,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[55]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5847,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{55}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PurgeDeadLettersRequest) GetQueue() string {
@@ -4925,7 +5873,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5885,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[56]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5898,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{56}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() uint64 {
@@ -4975,7 +5923,7 @@ type RecordTraceRequest struct {
 
 func (x *RecordTraceRequest) Reset() {
 	*x = RecordTraceRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4987,7 +5935,7 @@ func (x *RecordTraceRequest) String() string {
 func (*RecordTraceRequest) ProtoMessage() {}
 
 func (x *RecordTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[57]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5000,7 +5948,7 @@ func (x *RecordTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTraceRequest.ProtoReflect.Descriptor instead.
 func (*RecordTraceRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{57}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RecordTraceRequest) GetTransactionId() string {
@@ -5061,7 +6009,7 @@ type RecordTraceResponse struct {
 
 func (x *RecordTraceResponse) Reset() {
 	*x = RecordTraceResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5073,7 +6021,7 @@ func (x *RecordTraceResponse) String() string {
 func (*RecordTraceResponse) ProtoMessage() {}
 
 func (x *RecordTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[58]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5086,7 +6034,7 @@ func (x *RecordTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTraceResponse.ProtoReflect.Descriptor instead.
 func (*RecordTraceResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{58}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RecordTraceResponse) GetTraceId() string {
@@ -5116,7 +6064,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5128,7 +6076,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[59]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5141,7 +6089,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{59}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *Trace) GetId() string {
@@ -5238,7 +6186,7 @@ type ListTracesResponse struct {
 
 func (x *ListTracesResponse) Reset() {
 	*x = ListTracesResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5250,7 +6198,7 @@ func (x *ListTracesResponse) String() string {
 func (*ListTracesResponse) ProtoMessage() {}
 
 func (x *ListTracesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[60]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5263,7 +6211,7 @@ func (x *ListTracesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTracesResponse.ProtoReflect.Descriptor instead.
 func (*ListTracesResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{60}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListTracesResponse) GetTraces() []*Trace {
@@ -5291,7 +6239,7 @@ type TracesByNameRequest struct {
 
 func (x *TracesByNameRequest) Reset() {
 	*x = TracesByNameRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5303,7 +6251,7 @@ func (x *TracesByNameRequest) String() string {
 func (*TracesByNameRequest) ProtoMessage() {}
 
 func (x *TracesByNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[61]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5316,7 +6264,7 @@ func (x *TracesByNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TracesByNameRequest.ProtoReflect.Descriptor instead.
 func (*TracesByNameRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{61}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *TracesByNameRequest) GetName() string {
@@ -5350,7 +6298,7 @@ type TraceNamesRequest struct {
 
 func (x *TraceNamesRequest) Reset() {
 	*x = TraceNamesRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5362,7 +6310,7 @@ func (x *TraceNamesRequest) String() string {
 func (*TraceNamesRequest) ProtoMessage() {}
 
 func (x *TraceNamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[62]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5375,7 +6323,7 @@ func (x *TraceNamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceNamesRequest.ProtoReflect.Descriptor instead.
 func (*TraceNamesRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{62}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *TraceNamesRequest) GetLimit() int64 {
@@ -5404,7 +6352,7 @@ type TraceName struct {
 
 func (x *TraceName) Reset() {
 	*x = TraceName{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5416,7 +6364,7 @@ func (x *TraceName) String() string {
 func (*TraceName) ProtoMessage() {}
 
 func (x *TraceName) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[63]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5429,7 +6377,7 @@ func (x *TraceName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceName.ProtoReflect.Descriptor instead.
 func (*TraceName) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{63}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *TraceName) GetName() string {
@@ -5470,7 +6418,7 @@ type TraceNamesResponse struct {
 
 func (x *TraceNamesResponse) Reset() {
 	*x = TraceNamesResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5482,7 +6430,7 @@ func (x *TraceNamesResponse) String() string {
 func (*TraceNamesResponse) ProtoMessage() {}
 
 func (x *TraceNamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[64]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5495,7 +6443,7 @@ func (x *TraceNamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceNamesResponse.ProtoReflect.Descriptor instead.
 func (*TraceNamesResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{64}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *TraceNamesResponse) GetNames() []*TraceName {
@@ -5522,7 +6470,7 @@ type QueueDepthRequest struct {
 
 func (x *QueueDepthRequest) Reset() {
 	*x = QueueDepthRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5534,7 +6482,7 @@ func (x *QueueDepthRequest) String() string {
 func (*QueueDepthRequest) ProtoMessage() {}
 
 func (x *QueueDepthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[65]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5547,7 +6495,7 @@ func (x *QueueDepthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepthRequest.ProtoReflect.Descriptor instead.
 func (*QueueDepthRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{65}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *QueueDepthRequest) GetQueue() string {
@@ -5576,7 +6524,7 @@ type PartitionDepth struct {
 
 func (x *PartitionDepth) Reset() {
 	*x = PartitionDepth{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +6536,7 @@ func (x *PartitionDepth) String() string {
 func (*PartitionDepth) ProtoMessage() {}
 
 func (x *PartitionDepth) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[66]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +6549,7 @@ func (x *PartitionDepth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDepth.ProtoReflect.Descriptor instead.
 func (*PartitionDepth) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{66}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PartitionDepth) GetPartition() string {
@@ -5649,7 +6597,7 @@ type QueueDepthResponse struct {
 
 func (x *QueueDepthResponse) Reset() {
 	*x = QueueDepthResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +6609,7 @@ func (x *QueueDepthResponse) String() string {
 func (*QueueDepthResponse) ProtoMessage() {}
 
 func (x *QueueDepthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[67]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +6622,7 @@ func (x *QueueDepthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDepthResponse.ProtoReflect.Descriptor instead.
 func (*QueueDepthResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{67}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *QueueDepthResponse) GetPending() uint64 {
@@ -5755,7 +6703,7 @@ type LockOp struct {
 
 func (x *LockOp) Reset() {
 	*x = LockOp{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5767,7 +6715,7 @@ func (x *LockOp) String() string {
 func (*LockOp) ProtoMessage() {}
 
 func (x *LockOp) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[68]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5780,7 +6728,7 @@ func (x *LockOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
 func (*LockOp) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{68}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *LockOp) GetOp() LockOpKind {
@@ -5841,7 +6789,7 @@ type LocksRequest struct {
 
 func (x *LocksRequest) Reset() {
 	*x = LocksRequest{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5853,7 +6801,7 @@ func (x *LocksRequest) String() string {
 func (*LocksRequest) ProtoMessage() {}
 
 func (x *LocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[69]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5866,7 +6814,7 @@ func (x *LocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksRequest.ProtoReflect.Descriptor instead.
 func (*LocksRequest) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{69}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *LocksRequest) GetOperations() []*LockOp {
@@ -5890,7 +6838,7 @@ type LockHolder struct {
 
 func (x *LockHolder) Reset() {
 	*x = LockHolder{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5902,7 +6850,7 @@ func (x *LockHolder) String() string {
 func (*LockHolder) ProtoMessage() {}
 
 func (x *LockHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[70]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5915,7 +6863,7 @@ func (x *LockHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
 func (*LockHolder) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{70}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *LockHolder) GetSlot() uint32 {
@@ -5986,7 +6934,7 @@ type LockResult struct {
 
 func (x *LockResult) Reset() {
 	*x = LockResult{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[71]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5998,7 +6946,7 @@ func (x *LockResult) String() string {
 func (*LockResult) ProtoMessage() {}
 
 func (x *LockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[71]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6011,7 +6959,7 @@ func (x *LockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
 func (*LockResult) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{71}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *LockResult) GetIndex() uint32 {
@@ -6128,7 +7076,7 @@ type LocksResponse struct {
 
 func (x *LocksResponse) Reset() {
 	*x = LocksResponse{}
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[72]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6140,7 +7088,7 @@ func (x *LocksResponse) String() string {
 func (*LocksResponse) ProtoMessage() {}
 
 func (x *LocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[72]
+	mi := &file_grpcapi_queenpb_queen_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6153,7 +7101,7 @@ func (x *LocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksResponse.ProtoReflect.Descriptor instead.
 func (*LocksResponse) Descriptor() ([]byte, []int) {
-	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{72}
+	return file_grpcapi_queenpb_queen_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *LocksResponse) GetResults() []*LockResult {
@@ -6167,7 +7115,89 @@ var File_grpcapi_queenpb_queen_proto protoreflect.FileDescriptor
 
 const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\n" +
-	"\x1bgrpcapi/queenpb/queen.proto\x12\bqueen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\x1bgrpcapi/queenpb/queen.proto\x12\bqueen.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x13\n" +
+	"\x11NodeHealthRequest\"\xaf\x02\n" +
+	"\x12NodeHealthResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x16\n" +
+	"\x06commit\x18\x06 \x01(\x04R\x06commit\x12\x18\n" +
+	"\aapplied\x18\a \x01(\x04R\aapplied\x12#\n" +
+	"\rstorage_ready\x18\b \x01(\bR\fstorageReady\x12'\n" +
+	"\x0fcluster_version\x18\t \x01(\rR\x0eclusterVersion\x12#\n" +
+	"\rapply_failure\x18\n" +
+	" \x01(\tR\fapplyFailure\"1\n" +
+	"\x19ListConsumerGroupsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xa3\x02\n" +
+	"\x16ConsumerGroupPartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\tR\tpartition\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\tR\vpartitionId\x12'\n" +
+	"\x0fconsumed_offset\x18\x03 \x01(\x04R\x0econsumedOffset\x12#\n" +
+	"\rnewest_offset\x18\x04 \x01(\x04R\fnewestOffset\x12\x18\n" +
+	"\apending\x18\x05 \x01(\x04R\apending\x12\x15\n" +
+	"\x06lag_ms\x18\x06 \x01(\x03R\x05lagMs\x12(\n" +
+	"\x10lease_expires_at\x18\a \x01(\tR\x0eleaseExpiresAt\x12\x1f\n" +
+	"\vretry_count\x18\b \x01(\rR\n" +
+	"retryCount\"\xe6\x01\n" +
+	"\x12ConsumerGroupQueue\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12+\n" +
+	"\x11subscription_mode\x18\x03 \x01(\tR\x10subscriptionMode\x125\n" +
+	"\x16subscription_timestamp\x18\x04 \x01(\tR\x15subscriptionTimestamp\x12@\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2 .queen.v1.ConsumerGroupPartitionR\n" +
+	"partitions\"R\n" +
+	"\x1aListConsumerGroupsResponse\x124\n" +
+	"\x06groups\x18\x01 \x03(\v2\x1c.queen.v1.ConsumerGroupQueueR\x06groups\"\x99\x01\n" +
+	"\x18SeekConsumerGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\x15\n" +
+	"\x06to_end\x18\x04 \x01(\bR\x05toEnd\x12\x1c\n" +
+	"\ttimestamp\x18\x05 \x01(\tR\ttimestamp\"\xbc\x01\n" +
+	"\x19SeekConsumerGroupResponse\x12\x1f\n" +
+	"\vqueue_found\x18\x01 \x01(\bR\n" +
+	"queueFound\x12'\n" +
+	"\x0fpartition_found\x18\x02 \x01(\bR\x0epartitionFound\x12-\n" +
+	"\x12partitions_updated\x18\x03 \x01(\rR\x11partitionsUpdated\x12&\n" +
+	"\x0fcursor_moved_to\x18\x04 \x01(\tR\rcursorMovedTo\"m\n" +
+	"\x1aDeleteConsumerGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12#\n" +
+	"\rkeep_metadata\x18\x03 \x01(\bR\fkeepMetadata\"w\n" +
+	"\x1bDeleteConsumerGroupResponse\x12-\n" +
+	"\x12deleted_partitions\x18\x01 \x01(\rR\x11deletedPartitions\x12)\n" +
+	"\x10metadata_deleted\x18\x02 \x01(\bR\x0fmetadataDeleted\"\xc5\x01\n" +
+	"\x16ListDeadLettersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
+	"\x0econsumer_group\x18\x02 \x01(\tR\rconsumerGroup\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\tR\tpartition\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06offset\x18\a \x01(\x05R\x06offset\"\xee\x02\n" +
+	"\n" +
+	"DeadLetter\x12\x15\n" +
+	"\x06dlq_id\x18\x01 \x01(\tR\x05dlqId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12%\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12!\n" +
+	"\fpartition_id\x18\x04 \x01(\tR\vpartitionId\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x06 \x01(\tR\tpartition\x12%\n" +
+	"\x0econsumer_group\x18\a \x01(\tR\rconsumerGroup\x12#\n" +
+	"\rerror_message\x18\b \x01(\tR\ferrorMessage\x12\x1f\n" +
+	"\vretry_count\x18\t \x01(\rR\n" +
+	"retryCount\x12\x12\n" +
+	"\x04data\x18\n" +
+	" \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\v \x01(\tR\tcreatedAt\x12\x1b\n" +
+	"\tfailed_at\x18\f \x01(\tR\bfailedAt\"a\n" +
+	"\x17ListDeadLettersResponse\x120\n" +
+	"\bmessages\x18\x01 \x03(\v2\x14.queen.v1.DeadLetterR\bmessages\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"\x0f\n" +
 	"\rLeaderRequest\"\x88\x01\n" +
 	"\x0eLeaderResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
@@ -6795,7 +7825,7 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\x14LOCK_OP_KIND_ACQUIRE\x10\x01\x12\x16\n" +
 	"\x12LOCK_OP_KIND_RENEW\x10\x02\x12\x18\n" +
 	"\x14LOCK_OP_KIND_RELEASE\x10\x03\x12\x14\n" +
-	"\x10LOCK_OP_KIND_GET\x10\x042\xc9\x0e\n" +
+	"\x10LOCK_OP_KIND_GET\x10\x042\x8d\x12\n" +
 	"\x05Queen\x125\n" +
 	"\x04Push\x12\x15.queen.v1.PushRequest\x1a\x16.queen.v1.PushResponse\x122\n" +
 	"\x03Pop\x12\x14.queen.v1.PopRequest\x1a\x15.queen.v1.PopResponse\x12<\n" +
@@ -6828,7 +7858,13 @@ const file_grpcapi_queenpb_queen_proto_rawDesc = "" +
 	"\n" +
 	"QueueDepth\x12\x1b.queen.v1.QueueDepthRequest\x1a\x1c.queen.v1.QueueDepthResponse\x128\n" +
 	"\x05Locks\x12\x16.queen.v1.LocksRequest\x1a\x17.queen.v1.LocksResponse\x12;\n" +
-	"\x06Leader\x12\x17.queen.v1.LeaderRequest\x1a\x18.queen.v1.LeaderResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
+	"\x06Leader\x12\x17.queen.v1.LeaderRequest\x1a\x18.queen.v1.LeaderResponse\x12G\n" +
+	"\n" +
+	"NodeHealth\x12\x1b.queen.v1.NodeHealthRequest\x1a\x1c.queen.v1.NodeHealthResponse\x12_\n" +
+	"\x12ListConsumerGroups\x12#.queen.v1.ListConsumerGroupsRequest\x1a$.queen.v1.ListConsumerGroupsResponse\x12\\\n" +
+	"\x11SeekConsumerGroup\x12\".queen.v1.SeekConsumerGroupRequest\x1a#.queen.v1.SeekConsumerGroupResponse\x12b\n" +
+	"\x13DeleteConsumerGroup\x12$.queen.v1.DeleteConsumerGroupRequest\x1a%.queen.v1.DeleteConsumerGroupResponse\x12V\n" +
+	"\x0fListDeadLetters\x12 .queen.v1.ListDeadLettersRequest\x1a!.queen.v1.ListDeadLettersResponseB2Z0github.com/queen-node/queen-node/grpcapi/queenpbb\x06proto3"
 
 var (
 	file_grpcapi_queenpb_queen_proto_rawDescOnce sync.Once
@@ -6843,214 +7879,240 @@ func file_grpcapi_queenpb_queen_proto_rawDescGZIP() []byte {
 }
 
 var file_grpcapi_queenpb_queen_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_grpcapi_queenpb_queen_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_grpcapi_queenpb_queen_proto_goTypes = []any{
-	(PushStatus)(0),                  // 0: queen.v1.PushStatus
-	(SubscriptionMode)(0),            // 1: queen.v1.SubscriptionMode
-	(AckStatus)(0),                   // 2: queen.v1.AckStatus
-	(KvOpKind)(0),                    // 3: queen.v1.KvOpKind
-	(TimerOpKind)(0),                 // 4: queen.v1.TimerOpKind
-	(TimerStatus)(0),                 // 5: queen.v1.TimerStatus
-	(LockOpKind)(0),                  // 6: queen.v1.LockOpKind
-	(*LeaderRequest)(nil),            // 7: queen.v1.LeaderRequest
-	(*LeaderResponse)(nil),           // 8: queen.v1.LeaderResponse
-	(*PushItem)(nil),                 // 9: queen.v1.PushItem
-	(*PushRequest)(nil),              // 10: queen.v1.PushRequest
-	(*PushResult)(nil),               // 11: queen.v1.PushResult
-	(*PushResponse)(nil),             // 12: queen.v1.PushResponse
-	(*PopRequest)(nil),               // 13: queen.v1.PopRequest
-	(*Message)(nil),                  // 14: queen.v1.Message
-	(*PopResponse)(nil),              // 15: queen.v1.PopResponse
-	(*ConsumeRequest)(nil),           // 16: queen.v1.ConsumeRequest
-	(*AckRequest)(nil),               // 17: queen.v1.AckRequest
-	(*AckResult)(nil),                // 18: queen.v1.AckResult
-	(*AckResponse)(nil),              // 19: queen.v1.AckResponse
-	(*AckItem)(nil),                  // 20: queen.v1.AckItem
-	(*AckBatchRequest)(nil),          // 21: queen.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),         // 22: queen.v1.AckBatchResponse
-	(*TransactionOp)(nil),            // 23: queen.v1.TransactionOp
-	(*TransactionRequest)(nil),       // 24: queen.v1.TransactionRequest
-	(*Position)(nil),                 // 25: queen.v1.Position
-	(*TransactionItemResult)(nil),    // 26: queen.v1.TransactionItemResult
-	(*TransactionResponse)(nil),      // 27: queen.v1.TransactionResponse
-	(*ExtendLeaseRequest)(nil),       // 28: queen.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),      // 29: queen.v1.ExtendLeaseResponse
-	(*QueueOptions)(nil),             // 30: queen.v1.QueueOptions
-	(*ConfigureRequest)(nil),         // 31: queen.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),        // 32: queen.v1.ConfigureResponse
-	(*DeleteQueueRequest)(nil),       // 33: queen.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),      // 34: queen.v1.DeleteQueueResponse
-	(*KvOp)(nil),                     // 35: queen.v1.KvOp
-	(*KvRow)(nil),                    // 36: queen.v1.KvRow
-	(*KvResult)(nil),                 // 37: queen.v1.KvResult
-	(*KvRequest)(nil),                // 38: queen.v1.KvRequest
-	(*KvResponse)(nil),               // 39: queen.v1.KvResponse
-	(*TimerOp)(nil),                  // 40: queen.v1.TimerOp
-	(*TimersRequest)(nil),            // 41: queen.v1.TimersRequest
-	(*TimerResult)(nil),              // 42: queen.v1.TimerResult
-	(*TimersResponse)(nil),           // 43: queen.v1.TimersResponse
-	(*CancelTimerRequest)(nil),       // 44: queen.v1.CancelTimerRequest
-	(*Timer)(nil),                    // 45: queen.v1.Timer
-	(*GetTimerRequest)(nil),          // 46: queen.v1.GetTimerRequest
-	(*GetTimerResponse)(nil),         // 47: queen.v1.GetTimerResponse
-	(*ListTimersRequest)(nil),        // 48: queen.v1.ListTimersRequest
-	(*ListTimersResponse)(nil),       // 49: queen.v1.ListTimersResponse
-	(*CountTimersRequest)(nil),       // 50: queen.v1.CountTimersRequest
-	(*CountTimersResponse)(nil),      // 51: queen.v1.CountTimersResponse
-	(*ListMessagesRequest)(nil),      // 52: queen.v1.ListMessagesRequest
-	(*MessageRow)(nil),               // 53: queen.v1.MessageRow
-	(*ListMessagesResponse)(nil),     // 54: queen.v1.ListMessagesResponse
-	(*MessageRef)(nil),               // 55: queen.v1.MessageRef
-	(*MessageGroup)(nil),             // 56: queen.v1.MessageGroup
-	(*DeadLetterRef)(nil),            // 57: queen.v1.DeadLetterRef
-	(*MessageDetail)(nil),            // 58: queen.v1.MessageDetail
-	(*DeleteMessageResponse)(nil),    // 59: queen.v1.DeleteMessageResponse
-	(*ReplayDeadLetterRequest)(nil),  // 60: queen.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 61: queen.v1.ReplayDeadLetterResponse
-	(*PurgeDeadLettersRequest)(nil),  // 62: queen.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil), // 63: queen.v1.PurgeDeadLettersResponse
-	(*RecordTraceRequest)(nil),       // 64: queen.v1.RecordTraceRequest
-	(*RecordTraceResponse)(nil),      // 65: queen.v1.RecordTraceResponse
-	(*Trace)(nil),                    // 66: queen.v1.Trace
-	(*ListTracesResponse)(nil),       // 67: queen.v1.ListTracesResponse
-	(*TracesByNameRequest)(nil),      // 68: queen.v1.TracesByNameRequest
-	(*TraceNamesRequest)(nil),        // 69: queen.v1.TraceNamesRequest
-	(*TraceName)(nil),                // 70: queen.v1.TraceName
-	(*TraceNamesResponse)(nil),       // 71: queen.v1.TraceNamesResponse
-	(*QueueDepthRequest)(nil),        // 72: queen.v1.QueueDepthRequest
-	(*PartitionDepth)(nil),           // 73: queen.v1.PartitionDepth
-	(*QueueDepthResponse)(nil),       // 74: queen.v1.QueueDepthResponse
-	(*LockOp)(nil),                   // 75: queen.v1.LockOp
-	(*LocksRequest)(nil),             // 76: queen.v1.LocksRequest
-	(*LockHolder)(nil),               // 77: queen.v1.LockHolder
-	(*LockResult)(nil),               // 78: queen.v1.LockResult
-	(*LocksResponse)(nil),            // 79: queen.v1.LocksResponse
-	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
+	(PushStatus)(0),                     // 0: queen.v1.PushStatus
+	(SubscriptionMode)(0),               // 1: queen.v1.SubscriptionMode
+	(AckStatus)(0),                      // 2: queen.v1.AckStatus
+	(KvOpKind)(0),                       // 3: queen.v1.KvOpKind
+	(TimerOpKind)(0),                    // 4: queen.v1.TimerOpKind
+	(TimerStatus)(0),                    // 5: queen.v1.TimerStatus
+	(LockOpKind)(0),                     // 6: queen.v1.LockOpKind
+	(*NodeHealthRequest)(nil),           // 7: queen.v1.NodeHealthRequest
+	(*NodeHealthResponse)(nil),          // 8: queen.v1.NodeHealthResponse
+	(*ListConsumerGroupsRequest)(nil),   // 9: queen.v1.ListConsumerGroupsRequest
+	(*ConsumerGroupPartition)(nil),      // 10: queen.v1.ConsumerGroupPartition
+	(*ConsumerGroupQueue)(nil),          // 11: queen.v1.ConsumerGroupQueue
+	(*ListConsumerGroupsResponse)(nil),  // 12: queen.v1.ListConsumerGroupsResponse
+	(*SeekConsumerGroupRequest)(nil),    // 13: queen.v1.SeekConsumerGroupRequest
+	(*SeekConsumerGroupResponse)(nil),   // 14: queen.v1.SeekConsumerGroupResponse
+	(*DeleteConsumerGroupRequest)(nil),  // 15: queen.v1.DeleteConsumerGroupRequest
+	(*DeleteConsumerGroupResponse)(nil), // 16: queen.v1.DeleteConsumerGroupResponse
+	(*ListDeadLettersRequest)(nil),      // 17: queen.v1.ListDeadLettersRequest
+	(*DeadLetter)(nil),                  // 18: queen.v1.DeadLetter
+	(*ListDeadLettersResponse)(nil),     // 19: queen.v1.ListDeadLettersResponse
+	(*LeaderRequest)(nil),               // 20: queen.v1.LeaderRequest
+	(*LeaderResponse)(nil),              // 21: queen.v1.LeaderResponse
+	(*PushItem)(nil),                    // 22: queen.v1.PushItem
+	(*PushRequest)(nil),                 // 23: queen.v1.PushRequest
+	(*PushResult)(nil),                  // 24: queen.v1.PushResult
+	(*PushResponse)(nil),                // 25: queen.v1.PushResponse
+	(*PopRequest)(nil),                  // 26: queen.v1.PopRequest
+	(*Message)(nil),                     // 27: queen.v1.Message
+	(*PopResponse)(nil),                 // 28: queen.v1.PopResponse
+	(*ConsumeRequest)(nil),              // 29: queen.v1.ConsumeRequest
+	(*AckRequest)(nil),                  // 30: queen.v1.AckRequest
+	(*AckResult)(nil),                   // 31: queen.v1.AckResult
+	(*AckResponse)(nil),                 // 32: queen.v1.AckResponse
+	(*AckItem)(nil),                     // 33: queen.v1.AckItem
+	(*AckBatchRequest)(nil),             // 34: queen.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),            // 35: queen.v1.AckBatchResponse
+	(*TransactionOp)(nil),               // 36: queen.v1.TransactionOp
+	(*TransactionRequest)(nil),          // 37: queen.v1.TransactionRequest
+	(*Position)(nil),                    // 38: queen.v1.Position
+	(*TransactionItemResult)(nil),       // 39: queen.v1.TransactionItemResult
+	(*TransactionResponse)(nil),         // 40: queen.v1.TransactionResponse
+	(*ExtendLeaseRequest)(nil),          // 41: queen.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),         // 42: queen.v1.ExtendLeaseResponse
+	(*QueueOptions)(nil),                // 43: queen.v1.QueueOptions
+	(*ConfigureRequest)(nil),            // 44: queen.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),           // 45: queen.v1.ConfigureResponse
+	(*DeleteQueueRequest)(nil),          // 46: queen.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),         // 47: queen.v1.DeleteQueueResponse
+	(*KvOp)(nil),                        // 48: queen.v1.KvOp
+	(*KvRow)(nil),                       // 49: queen.v1.KvRow
+	(*KvResult)(nil),                    // 50: queen.v1.KvResult
+	(*KvRequest)(nil),                   // 51: queen.v1.KvRequest
+	(*KvResponse)(nil),                  // 52: queen.v1.KvResponse
+	(*TimerOp)(nil),                     // 53: queen.v1.TimerOp
+	(*TimersRequest)(nil),               // 54: queen.v1.TimersRequest
+	(*TimerResult)(nil),                 // 55: queen.v1.TimerResult
+	(*TimersResponse)(nil),              // 56: queen.v1.TimersResponse
+	(*CancelTimerRequest)(nil),          // 57: queen.v1.CancelTimerRequest
+	(*Timer)(nil),                       // 58: queen.v1.Timer
+	(*GetTimerRequest)(nil),             // 59: queen.v1.GetTimerRequest
+	(*GetTimerResponse)(nil),            // 60: queen.v1.GetTimerResponse
+	(*ListTimersRequest)(nil),           // 61: queen.v1.ListTimersRequest
+	(*ListTimersResponse)(nil),          // 62: queen.v1.ListTimersResponse
+	(*CountTimersRequest)(nil),          // 63: queen.v1.CountTimersRequest
+	(*CountTimersResponse)(nil),         // 64: queen.v1.CountTimersResponse
+	(*ListMessagesRequest)(nil),         // 65: queen.v1.ListMessagesRequest
+	(*MessageRow)(nil),                  // 66: queen.v1.MessageRow
+	(*ListMessagesResponse)(nil),        // 67: queen.v1.ListMessagesResponse
+	(*MessageRef)(nil),                  // 68: queen.v1.MessageRef
+	(*MessageGroup)(nil),                // 69: queen.v1.MessageGroup
+	(*DeadLetterRef)(nil),               // 70: queen.v1.DeadLetterRef
+	(*MessageDetail)(nil),               // 71: queen.v1.MessageDetail
+	(*DeleteMessageResponse)(nil),       // 72: queen.v1.DeleteMessageResponse
+	(*ReplayDeadLetterRequest)(nil),     // 73: queen.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil),    // 74: queen.v1.ReplayDeadLetterResponse
+	(*PurgeDeadLettersRequest)(nil),     // 75: queen.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),    // 76: queen.v1.PurgeDeadLettersResponse
+	(*RecordTraceRequest)(nil),          // 77: queen.v1.RecordTraceRequest
+	(*RecordTraceResponse)(nil),         // 78: queen.v1.RecordTraceResponse
+	(*Trace)(nil),                       // 79: queen.v1.Trace
+	(*ListTracesResponse)(nil),          // 80: queen.v1.ListTracesResponse
+	(*TracesByNameRequest)(nil),         // 81: queen.v1.TracesByNameRequest
+	(*TraceNamesRequest)(nil),           // 82: queen.v1.TraceNamesRequest
+	(*TraceName)(nil),                   // 83: queen.v1.TraceName
+	(*TraceNamesResponse)(nil),          // 84: queen.v1.TraceNamesResponse
+	(*QueueDepthRequest)(nil),           // 85: queen.v1.QueueDepthRequest
+	(*PartitionDepth)(nil),              // 86: queen.v1.PartitionDepth
+	(*QueueDepthResponse)(nil),          // 87: queen.v1.QueueDepthResponse
+	(*LockOp)(nil),                      // 88: queen.v1.LockOp
+	(*LocksRequest)(nil),                // 89: queen.v1.LocksRequest
+	(*LockHolder)(nil),                  // 90: queen.v1.LockHolder
+	(*LockResult)(nil),                  // 91: queen.v1.LockResult
+	(*LocksResponse)(nil),               // 92: queen.v1.LocksResponse
+	(*timestamppb.Timestamp)(nil),       // 93: google.protobuf.Timestamp
 }
 var file_grpcapi_queenpb_queen_proto_depIdxs = []int32{
-	9,  // 0: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
-	0,  // 1: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
-	11, // 2: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
-	1,  // 3: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
-	80, // 4: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
-	80, // 5: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	80, // 6: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14, // 7: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
-	13, // 8: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
-	2,  // 9: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
-	18, // 10: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
-	2,  // 11: queen.v1.AckItem.status:type_name -> queen.v1.AckStatus
-	20, // 12: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
-	18, // 13: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
-	17, // 14: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
-	9,  // 15: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
-	23, // 16: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
-	35, // 17: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
-	40, // 18: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
-	25, // 19: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
-	37, // 20: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
-	42, // 21: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
-	26, // 22: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
-	37, // 23: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
-	80, // 24: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
-	30, // 25: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
-	30, // 26: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
-	3,  // 27: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
-	80, // 28: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
-	80, // 29: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
-	80, // 30: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
-	80, // 31: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 32: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
-	35, // 33: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
-	37, // 34: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
-	37, // 35: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
-	4,  // 36: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
-	40, // 37: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
-	5,  // 38: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
-	80, // 39: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
-	42, // 40: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
-	80, // 41: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
-	80, // 42: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
-	80, // 43: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 44: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
-	45, // 45: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
-	53, // 46: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
-	53, // 47: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
-	56, // 48: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
-	57, // 49: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
-	66, // 50: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
-	70, // 51: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
-	73, // 52: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
-	6,  // 53: queen.v1.LockOp.op:type_name -> queen.v1.LockOpKind
-	75, // 54: queen.v1.LocksRequest.operations:type_name -> queen.v1.LockOp
-	80, // 55: queen.v1.LockHolder.since:type_name -> google.protobuf.Timestamp
-	80, // 56: queen.v1.LockHolder.renewed_at:type_name -> google.protobuf.Timestamp
-	80, // 57: queen.v1.LockHolder.expires_at:type_name -> google.protobuf.Timestamp
-	35, // 58: queen.v1.LockResult.guard:type_name -> queen.v1.KvOp
-	80, // 59: queen.v1.LockResult.since:type_name -> google.protobuf.Timestamp
-	80, // 60: queen.v1.LockResult.expires_at:type_name -> google.protobuf.Timestamp
-	80, // 61: queen.v1.LockResult.at:type_name -> google.protobuf.Timestamp
-	77, // 62: queen.v1.LockResult.holders:type_name -> queen.v1.LockHolder
-	78, // 63: queen.v1.LocksResponse.results:type_name -> queen.v1.LockResult
-	10, // 64: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
-	13, // 65: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
-	16, // 66: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
-	17, // 67: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
-	21, // 68: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
-	24, // 69: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
-	28, // 70: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
-	31, // 71: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
-	33, // 72: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
-	38, // 73: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
-	41, // 74: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
-	44, // 75: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
-	46, // 76: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
-	48, // 77: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
-	50, // 78: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
-	52, // 79: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
-	55, // 80: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
-	55, // 81: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
-	60, // 82: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
-	62, // 83: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
-	64, // 84: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
-	55, // 85: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
-	68, // 86: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
-	69, // 87: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
-	72, // 88: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
-	76, // 89: queen.v1.Queen.Locks:input_type -> queen.v1.LocksRequest
-	7,  // 90: queen.v1.Queen.Leader:input_type -> queen.v1.LeaderRequest
-	12, // 91: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
-	15, // 92: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
-	15, // 93: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
-	19, // 94: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
-	22, // 95: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
-	27, // 96: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
-	29, // 97: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
-	32, // 98: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
-	34, // 99: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
-	39, // 100: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
-	43, // 101: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
-	42, // 102: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
-	47, // 103: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
-	49, // 104: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
-	51, // 105: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
-	54, // 106: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
-	58, // 107: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
-	59, // 108: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
-	61, // 109: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
-	63, // 110: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
-	65, // 111: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
-	67, // 112: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
-	67, // 113: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
-	71, // 114: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
-	74, // 115: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
-	79, // 116: queen.v1.Queen.Locks:output_type -> queen.v1.LocksResponse
-	8,  // 117: queen.v1.Queen.Leader:output_type -> queen.v1.LeaderResponse
-	91, // [91:118] is the sub-list for method output_type
-	64, // [64:91] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	10, // 0: queen.v1.ConsumerGroupQueue.partitions:type_name -> queen.v1.ConsumerGroupPartition
+	11, // 1: queen.v1.ListConsumerGroupsResponse.groups:type_name -> queen.v1.ConsumerGroupQueue
+	18, // 2: queen.v1.ListDeadLettersResponse.messages:type_name -> queen.v1.DeadLetter
+	22, // 3: queen.v1.PushRequest.items:type_name -> queen.v1.PushItem
+	0,  // 4: queen.v1.PushResult.status:type_name -> queen.v1.PushStatus
+	24, // 5: queen.v1.PushResponse.results:type_name -> queen.v1.PushResult
+	1,  // 6: queen.v1.PopRequest.subscription_mode:type_name -> queen.v1.SubscriptionMode
+	93, // 7: queen.v1.PopRequest.subscription_from:type_name -> google.protobuf.Timestamp
+	93, // 8: queen.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	93, // 9: queen.v1.PopResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	27, // 10: queen.v1.PopResponse.messages:type_name -> queen.v1.Message
+	26, // 11: queen.v1.ConsumeRequest.pop:type_name -> queen.v1.PopRequest
+	2,  // 12: queen.v1.AckRequest.status:type_name -> queen.v1.AckStatus
+	31, // 13: queen.v1.AckResponse.result:type_name -> queen.v1.AckResult
+	2,  // 14: queen.v1.AckItem.status:type_name -> queen.v1.AckStatus
+	33, // 15: queen.v1.AckBatchRequest.items:type_name -> queen.v1.AckItem
+	31, // 16: queen.v1.AckBatchResponse.results:type_name -> queen.v1.AckResult
+	30, // 17: queen.v1.TransactionOp.ack:type_name -> queen.v1.AckRequest
+	22, // 18: queen.v1.TransactionOp.push:type_name -> queen.v1.PushItem
+	36, // 19: queen.v1.TransactionRequest.operations:type_name -> queen.v1.TransactionOp
+	48, // 20: queen.v1.TransactionRequest.kv:type_name -> queen.v1.KvOp
+	53, // 21: queen.v1.TransactionRequest.timers:type_name -> queen.v1.TimerOp
+	38, // 22: queen.v1.TransactionRequest.positions:type_name -> queen.v1.Position
+	50, // 23: queen.v1.TransactionItemResult.kv:type_name -> queen.v1.KvResult
+	55, // 24: queen.v1.TransactionItemResult.timer:type_name -> queen.v1.TimerResult
+	39, // 25: queen.v1.TransactionResponse.results:type_name -> queen.v1.TransactionItemResult
+	50, // 26: queen.v1.TransactionResponse.failed_kv:type_name -> queen.v1.KvResult
+	93, // 27: queen.v1.ExtendLeaseResponse.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 28: queen.v1.ConfigureRequest.options:type_name -> queen.v1.QueueOptions
+	43, // 29: queen.v1.ConfigureResponse.options:type_name -> queen.v1.QueueOptions
+	3,  // 30: queen.v1.KvOp.op:type_name -> queen.v1.KvOpKind
+	93, // 31: queen.v1.KvRow.expires_at:type_name -> google.protobuf.Timestamp
+	93, // 32: queen.v1.KvRow.updated_at:type_name -> google.protobuf.Timestamp
+	93, // 33: queen.v1.KvResult.expires_at:type_name -> google.protobuf.Timestamp
+	93, // 34: queen.v1.KvResult.updated_at:type_name -> google.protobuf.Timestamp
+	49, // 35: queen.v1.KvResult.rows:type_name -> queen.v1.KvRow
+	48, // 36: queen.v1.KvRequest.operations:type_name -> queen.v1.KvOp
+	50, // 37: queen.v1.KvResponse.failed:type_name -> queen.v1.KvResult
+	50, // 38: queen.v1.KvResponse.results:type_name -> queen.v1.KvResult
+	4,  // 39: queen.v1.TimerOp.op:type_name -> queen.v1.TimerOpKind
+	53, // 40: queen.v1.TimersRequest.operations:type_name -> queen.v1.TimerOp
+	5,  // 41: queen.v1.TimerResult.status:type_name -> queen.v1.TimerStatus
+	93, // 42: queen.v1.TimerResult.deliver_at:type_name -> google.protobuf.Timestamp
+	55, // 43: queen.v1.TimersResponse.results:type_name -> queen.v1.TimerResult
+	93, // 44: queen.v1.Timer.deliver_at:type_name -> google.protobuf.Timestamp
+	93, // 45: queen.v1.Timer.created_at:type_name -> google.protobuf.Timestamp
+	93, // 46: queen.v1.Timer.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 47: queen.v1.GetTimerResponse.timer:type_name -> queen.v1.Timer
+	58, // 48: queen.v1.ListTimersResponse.timers:type_name -> queen.v1.Timer
+	66, // 49: queen.v1.ListMessagesResponse.messages:type_name -> queen.v1.MessageRow
+	66, // 50: queen.v1.MessageDetail.message:type_name -> queen.v1.MessageRow
+	69, // 51: queen.v1.MessageDetail.consumer_groups:type_name -> queen.v1.MessageGroup
+	70, // 52: queen.v1.MessageDetail.dead_letters:type_name -> queen.v1.DeadLetterRef
+	79, // 53: queen.v1.ListTracesResponse.traces:type_name -> queen.v1.Trace
+	83, // 54: queen.v1.TraceNamesResponse.names:type_name -> queen.v1.TraceName
+	86, // 55: queen.v1.QueueDepthResponse.partitions:type_name -> queen.v1.PartitionDepth
+	6,  // 56: queen.v1.LockOp.op:type_name -> queen.v1.LockOpKind
+	88, // 57: queen.v1.LocksRequest.operations:type_name -> queen.v1.LockOp
+	93, // 58: queen.v1.LockHolder.since:type_name -> google.protobuf.Timestamp
+	93, // 59: queen.v1.LockHolder.renewed_at:type_name -> google.protobuf.Timestamp
+	93, // 60: queen.v1.LockHolder.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 61: queen.v1.LockResult.guard:type_name -> queen.v1.KvOp
+	93, // 62: queen.v1.LockResult.since:type_name -> google.protobuf.Timestamp
+	93, // 63: queen.v1.LockResult.expires_at:type_name -> google.protobuf.Timestamp
+	93, // 64: queen.v1.LockResult.at:type_name -> google.protobuf.Timestamp
+	90, // 65: queen.v1.LockResult.holders:type_name -> queen.v1.LockHolder
+	91, // 66: queen.v1.LocksResponse.results:type_name -> queen.v1.LockResult
+	23, // 67: queen.v1.Queen.Push:input_type -> queen.v1.PushRequest
+	26, // 68: queen.v1.Queen.Pop:input_type -> queen.v1.PopRequest
+	29, // 69: queen.v1.Queen.Consume:input_type -> queen.v1.ConsumeRequest
+	30, // 70: queen.v1.Queen.Ack:input_type -> queen.v1.AckRequest
+	34, // 71: queen.v1.Queen.AckBatch:input_type -> queen.v1.AckBatchRequest
+	37, // 72: queen.v1.Queen.Transaction:input_type -> queen.v1.TransactionRequest
+	41, // 73: queen.v1.Queen.ExtendLease:input_type -> queen.v1.ExtendLeaseRequest
+	44, // 74: queen.v1.Queen.Configure:input_type -> queen.v1.ConfigureRequest
+	46, // 75: queen.v1.Queen.DeleteQueue:input_type -> queen.v1.DeleteQueueRequest
+	51, // 76: queen.v1.Queen.Kv:input_type -> queen.v1.KvRequest
+	54, // 77: queen.v1.Queen.Timers:input_type -> queen.v1.TimersRequest
+	57, // 78: queen.v1.Queen.CancelTimer:input_type -> queen.v1.CancelTimerRequest
+	59, // 79: queen.v1.Queen.GetTimer:input_type -> queen.v1.GetTimerRequest
+	61, // 80: queen.v1.Queen.ListTimers:input_type -> queen.v1.ListTimersRequest
+	63, // 81: queen.v1.Queen.CountTimers:input_type -> queen.v1.CountTimersRequest
+	65, // 82: queen.v1.Queen.ListMessages:input_type -> queen.v1.ListMessagesRequest
+	68, // 83: queen.v1.Queen.GetMessage:input_type -> queen.v1.MessageRef
+	68, // 84: queen.v1.Queen.DeleteMessage:input_type -> queen.v1.MessageRef
+	73, // 85: queen.v1.Queen.ReplayDeadLetter:input_type -> queen.v1.ReplayDeadLetterRequest
+	75, // 86: queen.v1.Queen.PurgeDeadLetters:input_type -> queen.v1.PurgeDeadLettersRequest
+	77, // 87: queen.v1.Queen.RecordTrace:input_type -> queen.v1.RecordTraceRequest
+	68, // 88: queen.v1.Queen.ListTraces:input_type -> queen.v1.MessageRef
+	81, // 89: queen.v1.Queen.TracesByName:input_type -> queen.v1.TracesByNameRequest
+	82, // 90: queen.v1.Queen.TraceNames:input_type -> queen.v1.TraceNamesRequest
+	85, // 91: queen.v1.Queen.QueueDepth:input_type -> queen.v1.QueueDepthRequest
+	89, // 92: queen.v1.Queen.Locks:input_type -> queen.v1.LocksRequest
+	20, // 93: queen.v1.Queen.Leader:input_type -> queen.v1.LeaderRequest
+	7,  // 94: queen.v1.Queen.NodeHealth:input_type -> queen.v1.NodeHealthRequest
+	9,  // 95: queen.v1.Queen.ListConsumerGroups:input_type -> queen.v1.ListConsumerGroupsRequest
+	13, // 96: queen.v1.Queen.SeekConsumerGroup:input_type -> queen.v1.SeekConsumerGroupRequest
+	15, // 97: queen.v1.Queen.DeleteConsumerGroup:input_type -> queen.v1.DeleteConsumerGroupRequest
+	17, // 98: queen.v1.Queen.ListDeadLetters:input_type -> queen.v1.ListDeadLettersRequest
+	25, // 99: queen.v1.Queen.Push:output_type -> queen.v1.PushResponse
+	28, // 100: queen.v1.Queen.Pop:output_type -> queen.v1.PopResponse
+	28, // 101: queen.v1.Queen.Consume:output_type -> queen.v1.PopResponse
+	32, // 102: queen.v1.Queen.Ack:output_type -> queen.v1.AckResponse
+	35, // 103: queen.v1.Queen.AckBatch:output_type -> queen.v1.AckBatchResponse
+	40, // 104: queen.v1.Queen.Transaction:output_type -> queen.v1.TransactionResponse
+	42, // 105: queen.v1.Queen.ExtendLease:output_type -> queen.v1.ExtendLeaseResponse
+	45, // 106: queen.v1.Queen.Configure:output_type -> queen.v1.ConfigureResponse
+	47, // 107: queen.v1.Queen.DeleteQueue:output_type -> queen.v1.DeleteQueueResponse
+	52, // 108: queen.v1.Queen.Kv:output_type -> queen.v1.KvResponse
+	56, // 109: queen.v1.Queen.Timers:output_type -> queen.v1.TimersResponse
+	55, // 110: queen.v1.Queen.CancelTimer:output_type -> queen.v1.TimerResult
+	60, // 111: queen.v1.Queen.GetTimer:output_type -> queen.v1.GetTimerResponse
+	62, // 112: queen.v1.Queen.ListTimers:output_type -> queen.v1.ListTimersResponse
+	64, // 113: queen.v1.Queen.CountTimers:output_type -> queen.v1.CountTimersResponse
+	67, // 114: queen.v1.Queen.ListMessages:output_type -> queen.v1.ListMessagesResponse
+	71, // 115: queen.v1.Queen.GetMessage:output_type -> queen.v1.MessageDetail
+	72, // 116: queen.v1.Queen.DeleteMessage:output_type -> queen.v1.DeleteMessageResponse
+	74, // 117: queen.v1.Queen.ReplayDeadLetter:output_type -> queen.v1.ReplayDeadLetterResponse
+	76, // 118: queen.v1.Queen.PurgeDeadLetters:output_type -> queen.v1.PurgeDeadLettersResponse
+	78, // 119: queen.v1.Queen.RecordTrace:output_type -> queen.v1.RecordTraceResponse
+	80, // 120: queen.v1.Queen.ListTraces:output_type -> queen.v1.ListTracesResponse
+	80, // 121: queen.v1.Queen.TracesByName:output_type -> queen.v1.ListTracesResponse
+	84, // 122: queen.v1.Queen.TraceNames:output_type -> queen.v1.TraceNamesResponse
+	87, // 123: queen.v1.Queen.QueueDepth:output_type -> queen.v1.QueueDepthResponse
+	92, // 124: queen.v1.Queen.Locks:output_type -> queen.v1.LocksResponse
+	21, // 125: queen.v1.Queen.Leader:output_type -> queen.v1.LeaderResponse
+	8,  // 126: queen.v1.Queen.NodeHealth:output_type -> queen.v1.NodeHealthResponse
+	12, // 127: queen.v1.Queen.ListConsumerGroups:output_type -> queen.v1.ListConsumerGroupsResponse
+	14, // 128: queen.v1.Queen.SeekConsumerGroup:output_type -> queen.v1.SeekConsumerGroupResponse
+	16, // 129: queen.v1.Queen.DeleteConsumerGroup:output_type -> queen.v1.DeleteConsumerGroupResponse
+	19, // 130: queen.v1.Queen.ListDeadLetters:output_type -> queen.v1.ListDeadLettersResponse
+	99, // [99:131] is the sub-list for method output_type
+	67, // [67:99] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_grpcapi_queenpb_queen_proto_init() }
@@ -7058,32 +8120,32 @@ func file_grpcapi_queenpb_queen_proto_init() {
 	if File_grpcapi_queenpb_queen_proto != nil {
 		return
 	}
-	file_grpcapi_queenpb_queen_proto_msgTypes[6].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[8].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[10].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[13].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[16].OneofWrappers = []any{
+	file_grpcapi_queenpb_queen_proto_msgTypes[19].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[21].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[23].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[26].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[29].OneofWrappers = []any{
 		(*TransactionOp_Ack)(nil),
 		(*TransactionOp_Push)(nil),
 	}
-	file_grpcapi_queenpb_queen_proto_msgTypes[23].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[24].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[28].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[29].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[30].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[33].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[57].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[67].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[68].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[36].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[37].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[41].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[42].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[43].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[46].OneofWrappers = []any{}
 	file_grpcapi_queenpb_queen_proto_msgTypes[70].OneofWrappers = []any{}
-	file_grpcapi_queenpb_queen_proto_msgTypes[71].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[80].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[81].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[83].OneofWrappers = []any{}
+	file_grpcapi_queenpb_queen_proto_msgTypes[84].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grpcapi_queenpb_queen_proto_rawDesc), len(file_grpcapi_queenpb_queen_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   73,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,33 +30,38 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Queen_Push_FullMethodName             = "/queen.v1.Queen/Push"
-	Queen_Pop_FullMethodName              = "/queen.v1.Queen/Pop"
-	Queen_Consume_FullMethodName          = "/queen.v1.Queen/Consume"
-	Queen_Ack_FullMethodName              = "/queen.v1.Queen/Ack"
-	Queen_AckBatch_FullMethodName         = "/queen.v1.Queen/AckBatch"
-	Queen_Transaction_FullMethodName      = "/queen.v1.Queen/Transaction"
-	Queen_ExtendLease_FullMethodName      = "/queen.v1.Queen/ExtendLease"
-	Queen_Configure_FullMethodName        = "/queen.v1.Queen/Configure"
-	Queen_DeleteQueue_FullMethodName      = "/queen.v1.Queen/DeleteQueue"
-	Queen_Kv_FullMethodName               = "/queen.v1.Queen/Kv"
-	Queen_Timers_FullMethodName           = "/queen.v1.Queen/Timers"
-	Queen_CancelTimer_FullMethodName      = "/queen.v1.Queen/CancelTimer"
-	Queen_GetTimer_FullMethodName         = "/queen.v1.Queen/GetTimer"
-	Queen_ListTimers_FullMethodName       = "/queen.v1.Queen/ListTimers"
-	Queen_CountTimers_FullMethodName      = "/queen.v1.Queen/CountTimers"
-	Queen_ListMessages_FullMethodName     = "/queen.v1.Queen/ListMessages"
-	Queen_GetMessage_FullMethodName       = "/queen.v1.Queen/GetMessage"
-	Queen_DeleteMessage_FullMethodName    = "/queen.v1.Queen/DeleteMessage"
-	Queen_ReplayDeadLetter_FullMethodName = "/queen.v1.Queen/ReplayDeadLetter"
-	Queen_PurgeDeadLetters_FullMethodName = "/queen.v1.Queen/PurgeDeadLetters"
-	Queen_RecordTrace_FullMethodName      = "/queen.v1.Queen/RecordTrace"
-	Queen_ListTraces_FullMethodName       = "/queen.v1.Queen/ListTraces"
-	Queen_TracesByName_FullMethodName     = "/queen.v1.Queen/TracesByName"
-	Queen_TraceNames_FullMethodName       = "/queen.v1.Queen/TraceNames"
-	Queen_QueueDepth_FullMethodName       = "/queen.v1.Queen/QueueDepth"
-	Queen_Locks_FullMethodName            = "/queen.v1.Queen/Locks"
-	Queen_Leader_FullMethodName           = "/queen.v1.Queen/Leader"
+	Queen_Push_FullMethodName                = "/queen.v1.Queen/Push"
+	Queen_Pop_FullMethodName                 = "/queen.v1.Queen/Pop"
+	Queen_Consume_FullMethodName             = "/queen.v1.Queen/Consume"
+	Queen_Ack_FullMethodName                 = "/queen.v1.Queen/Ack"
+	Queen_AckBatch_FullMethodName            = "/queen.v1.Queen/AckBatch"
+	Queen_Transaction_FullMethodName         = "/queen.v1.Queen/Transaction"
+	Queen_ExtendLease_FullMethodName         = "/queen.v1.Queen/ExtendLease"
+	Queen_Configure_FullMethodName           = "/queen.v1.Queen/Configure"
+	Queen_DeleteQueue_FullMethodName         = "/queen.v1.Queen/DeleteQueue"
+	Queen_Kv_FullMethodName                  = "/queen.v1.Queen/Kv"
+	Queen_Timers_FullMethodName              = "/queen.v1.Queen/Timers"
+	Queen_CancelTimer_FullMethodName         = "/queen.v1.Queen/CancelTimer"
+	Queen_GetTimer_FullMethodName            = "/queen.v1.Queen/GetTimer"
+	Queen_ListTimers_FullMethodName          = "/queen.v1.Queen/ListTimers"
+	Queen_CountTimers_FullMethodName         = "/queen.v1.Queen/CountTimers"
+	Queen_ListMessages_FullMethodName        = "/queen.v1.Queen/ListMessages"
+	Queen_GetMessage_FullMethodName          = "/queen.v1.Queen/GetMessage"
+	Queen_DeleteMessage_FullMethodName       = "/queen.v1.Queen/DeleteMessage"
+	Queen_ReplayDeadLetter_FullMethodName    = "/queen.v1.Queen/ReplayDeadLetter"
+	Queen_PurgeDeadLetters_FullMethodName    = "/queen.v1.Queen/PurgeDeadLetters"
+	Queen_RecordTrace_FullMethodName         = "/queen.v1.Queen/RecordTrace"
+	Queen_ListTraces_FullMethodName          = "/queen.v1.Queen/ListTraces"
+	Queen_TracesByName_FullMethodName        = "/queen.v1.Queen/TracesByName"
+	Queen_TraceNames_FullMethodName          = "/queen.v1.Queen/TraceNames"
+	Queen_QueueDepth_FullMethodName          = "/queen.v1.Queen/QueueDepth"
+	Queen_Locks_FullMethodName               = "/queen.v1.Queen/Locks"
+	Queen_Leader_FullMethodName              = "/queen.v1.Queen/Leader"
+	Queen_NodeHealth_FullMethodName          = "/queen.v1.Queen/NodeHealth"
+	Queen_ListConsumerGroups_FullMethodName  = "/queen.v1.Queen/ListConsumerGroups"
+	Queen_SeekConsumerGroup_FullMethodName   = "/queen.v1.Queen/SeekConsumerGroup"
+	Queen_DeleteConsumerGroup_FullMethodName = "/queen.v1.Queen/DeleteConsumerGroup"
+	Queen_ListDeadLetters_FullMethodName     = "/queen.v1.Queen/ListDeadLetters"
 )
 
 // QueenClient is the client API for Queen service.
@@ -137,6 +142,21 @@ type QueenClient interface {
 	// object does, so that a client sends its writes there rather than
 	// through a follower's forwarding. Public, like /health.
 	Leader(ctx context.Context, in *LeaderRequest, opts ...grpc.CallOption) (*LeaderResponse, error)
+	// NodeHealth is this node's view of the cluster, GET /health's status and
+	// raft object (addendum §4.13). Public, like /health.
+	NodeHealth(ctx context.Context, in *NodeHealthRequest, opts ...grpc.CallOption) (*NodeHealthResponse, error)
+	// ListConsumerGroups lists where groups stand in each queue (GET
+	// /api/v1/consumer-groups[/:group], spec §4.11): one row per (group, queue).
+	ListConsumerGroups(ctx context.Context, in *ListConsumerGroupsRequest, opts ...grpc.CallOption) (*ListConsumerGroupsResponse, error)
+	// SeekConsumerGroup moves a group's cursors in a queue to its end or to
+	// a time, or one partition's to its end (POST .../seek).
+	SeekConsumerGroup(ctx context.Context, in *SeekConsumerGroupRequest, opts ...grpc.CallOption) (*SeekConsumerGroupResponse, error)
+	// DeleteConsumerGroup deletes a group's cursors in one queue or every
+	// queue (DELETE /api/v1/consumer-groups/:group[/queues/:queue]). Admin.
+	DeleteConsumerGroup(ctx context.Context, in *DeleteConsumerGroupRequest, opts ...grpc.CallOption) (*DeleteConsumerGroupResponse, error)
+	// ListDeadLetters lists dead letters, newest failure first (GET
+	// /api/v1/dlq, spec §4.10).
+	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
 }
 
 type queenClient struct {
@@ -426,6 +446,56 @@ func (c *queenClient) Leader(ctx context.Context, in *LeaderRequest, opts ...grp
 	return out, nil
 }
 
+func (c *queenClient) NodeHealth(ctx context.Context, in *NodeHealthRequest, opts ...grpc.CallOption) (*NodeHealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeHealthResponse)
+	err := c.cc.Invoke(ctx, Queen_NodeHealth_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) ListConsumerGroups(ctx context.Context, in *ListConsumerGroupsRequest, opts ...grpc.CallOption) (*ListConsumerGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConsumerGroupsResponse)
+	err := c.cc.Invoke(ctx, Queen_ListConsumerGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) SeekConsumerGroup(ctx context.Context, in *SeekConsumerGroupRequest, opts ...grpc.CallOption) (*SeekConsumerGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SeekConsumerGroupResponse)
+	err := c.cc.Invoke(ctx, Queen_SeekConsumerGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) DeleteConsumerGroup(ctx context.Context, in *DeleteConsumerGroupRequest, opts ...grpc.CallOption) (*DeleteConsumerGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteConsumerGroupResponse)
+	err := c.cc.Invoke(ctx, Queen_DeleteConsumerGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queenClient) ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeadLettersResponse)
+	err := c.cc.Invoke(ctx, Queen_ListDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueenServer is the server API for Queen service.
 // All implementations must embed UnimplementedQueenServer
 // for forward compatibility.
@@ -504,6 +574,21 @@ type QueenServer interface {
 	// object does, so that a client sends its writes there rather than
 	// through a follower's forwarding. Public, like /health.
 	Leader(context.Context, *LeaderRequest) (*LeaderResponse, error)
+	// NodeHealth is this node's view of the cluster, GET /health's status and
+	// raft object (addendum §4.13). Public, like /health.
+	NodeHealth(context.Context, *NodeHealthRequest) (*NodeHealthResponse, error)
+	// ListConsumerGroups lists where groups stand in each queue (GET
+	// /api/v1/consumer-groups[/:group], spec §4.11): one row per (group, queue).
+	ListConsumerGroups(context.Context, *ListConsumerGroupsRequest) (*ListConsumerGroupsResponse, error)
+	// SeekConsumerGroup moves a group's cursors in a queue to its end or to
+	// a time, or one partition's to its end (POST .../seek).
+	SeekConsumerGroup(context.Context, *SeekConsumerGroupRequest) (*SeekConsumerGroupResponse, error)
+	// DeleteConsumerGroup deletes a group's cursors in one queue or every
+	// queue (DELETE /api/v1/consumer-groups/:group[/queues/:queue]). Admin.
+	DeleteConsumerGroup(context.Context, *DeleteConsumerGroupRequest) (*DeleteConsumerGroupResponse, error)
+	// ListDeadLetters lists dead letters, newest failure first (GET
+	// /api/v1/dlq, spec §4.10).
+	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
 	mustEmbedUnimplementedQueenServer()
 }
 
@@ -594,6 +679,21 @@ func (UnimplementedQueenServer) Locks(context.Context, *LocksRequest) (*LocksRes
 }
 func (UnimplementedQueenServer) Leader(context.Context, *LeaderRequest) (*LeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leader not implemented")
+}
+func (UnimplementedQueenServer) NodeHealth(context.Context, *NodeHealthRequest) (*NodeHealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeHealth not implemented")
+}
+func (UnimplementedQueenServer) ListConsumerGroups(context.Context, *ListConsumerGroupsRequest) (*ListConsumerGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConsumerGroups not implemented")
+}
+func (UnimplementedQueenServer) SeekConsumerGroup(context.Context, *SeekConsumerGroupRequest) (*SeekConsumerGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SeekConsumerGroup not implemented")
+}
+func (UnimplementedQueenServer) DeleteConsumerGroup(context.Context, *DeleteConsumerGroupRequest) (*DeleteConsumerGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConsumerGroup not implemented")
+}
+func (UnimplementedQueenServer) ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeadLetters not implemented")
 }
 func (UnimplementedQueenServer) mustEmbedUnimplementedQueenServer() {}
 func (UnimplementedQueenServer) testEmbeddedByValue()               {}
@@ -1095,6 +1195,96 @@ func _Queen_Leader_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queen_NodeHealth_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeHealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).NodeHealth(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_NodeHealth_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).NodeHealth(ctx, req.(*NodeHealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_ListConsumerGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConsumerGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).ListConsumerGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_ListConsumerGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).ListConsumerGroups(ctx, req.(*ListConsumerGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_SeekConsumerGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SeekConsumerGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).SeekConsumerGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_SeekConsumerGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).SeekConsumerGroup(ctx, req.(*SeekConsumerGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_DeleteConsumerGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteConsumerGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).DeleteConsumerGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_DeleteConsumerGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).DeleteConsumerGroup(ctx, req.(*DeleteConsumerGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queen_ListDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueenServer).ListDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queen_ListDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueenServer).ListDeadLetters(ctx, req.(*ListDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queen_ServiceDesc is the grpc.ServiceDesc for Queen service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1205,6 +1395,26 @@ var Queen_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leader",
 			Handler:    _Queen_Leader_Handler,
+		},
+		{
+			MethodName: "NodeHealth",
+			Handler:    _Queen_NodeHealth_Handler,
+		},
+		{
+			MethodName: "ListConsumerGroups",
+			Handler:    _Queen_ListConsumerGroups_Handler,
+		},
+		{
+			MethodName: "SeekConsumerGroup",
+			Handler:    _Queen_SeekConsumerGroup_Handler,
+		},
+		{
+			MethodName: "DeleteConsumerGroup",
+			Handler:    _Queen_DeleteConsumerGroup_Handler,
+		},
+		{
+			MethodName: "ListDeadLetters",
+			Handler:    _Queen_ListDeadLetters_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
