@@ -206,9 +206,9 @@ type DeadLetterPage struct {
 
 // Replay is a replayed dead letter: the new message it became.
 type Replay struct {
-	Verdict                                   string // moved | duplicate | full
+	Verdict                                  string // moved | duplicate | full
 	Queue, Partition, PartitionID, MessageID string
-	TransactionID                             string // dlq:<dlqId>
+	TransactionID                            string // dlq:<dlqId>
 }
 
 // List reads a page of dead letters, newest failure first.
@@ -250,7 +250,9 @@ type Trace struct {
 // Message reads the message a (partitionId, transactionId) names; a
 // message that is not there is a NotFound error.
 func (c *Client) Message(ctx context.Context, partitionID, transactionID string) (*MessageInfo, error) {
-	return do(ctx, c.retry, func(ctx context.Context) (*MessageInfo, error) { return c.t.getMessage(ctx, partitionID, transactionID) })
+	return do(ctx, c.retry, func(ctx context.Context) (*MessageInfo, error) {
+		return c.t.getMessage(ctx, partitionID, transactionID)
+	})
 }
 
 // Traces lists a message's trace events, oldest first.
