@@ -29,7 +29,9 @@ func setupDrain(fs *flag.FlagSet) runFunc {
 		if *batch < 1 || *partitions < 1 || *limit < 0 {
 			return usagef("drain: --batch and --partitions must be positive, --limit not negative")
 		}
-		depthQ := url.Values{}
+		// the depth of what is drained: the group's, or queue mode's (a
+		// depth without a group is the worst cursor's, addendum §8)
+		depthQ := url.Values{"group": {"__QUEUE_MODE__"}}
 		if *group != "" {
 			depthQ.Set("group", *group)
 		}

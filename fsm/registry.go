@@ -113,7 +113,7 @@ func init() {
 	register(&command.Command_StreamDeleteQuery{}, Kind{Name: "stream_delete_query", Apply: applyStreamDeleteQuery,
 		Origin: FromClient, Access: admin,
 		Touches:  func(_ *command.Command, touch func(Touch)) { touch(EveryQueue()) }, // an operator's, by name
-		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: neverRefused,
+		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: streamDeleteRefusal,
 		Audit: func(cmd *command.Command) (string, string) {
 			return "stream_delete_query", "name=" + strconv.Quote(cmd.GetStreamDeleteQuery().Name)
 		}})

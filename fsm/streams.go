@@ -17,8 +17,20 @@ func applyStreamRegister(c *applyCtx, cmd *command.Command) (proto.Message, bool
 	return res, !res.Mismatch
 }
 
+// applyStreamDeleteQuery deletes a query; one that is not there keeps
+// nothing, so it leaves no audit record either.
 func applyStreamDeleteQuery(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	return &command.StreamDeleteQueryResult{Deleted: streams.Delete(c.tx, cmd.GetStreamDeleteQuery().Name)}, true
+	deleted := streams.Delete(c.tx, cmd.GetStreamDeleteQuery().Name)
+	return &command.StreamDeleteQueryResult{Deleted: deleted}, deleted
+}
+
+// streamDeleteRefusal answers the deletion of a query that is not there
+// without an entry.
+func streamDeleteRefusal(rd *Reader, cmd *command.Command) proto.Message {
+	if streams.QueryByName(rd.r, cmd.GetStreamDeleteQuery().Name) == nil {
+		return &command.StreamDeleteQueryResult{}
+	}
+	return nil
 }
 
 // applyStreamCycle commits a cycle whole or not at all: the ack first

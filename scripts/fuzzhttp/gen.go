@@ -39,17 +39,18 @@ type deadLetter struct{ id, partitionID, txn, queue, group string }
 
 // world is what the fuzzer knows of the node's state.
 type world struct {
-	partitionIDs []string          // recent partition ids
-	txns         []string          // recent transaction ids
-	msgs         []msgRef          // recent messages (pushes, pops, the message, DLQ and trace views)
-	deadLetters  []deadLetter      // dead letters the node listed (a replay or purge drops them)
-	traceNames   []string          // trace names recorded or listed
-	permits      map[string]permit // lock name → the permit an acquire or renew answered
-	leases       []lease           // recent leases (newest last)
-	kvVersions   map[string]int64  // "ns/key" → the version a write answered
-	backup       []byte            // a backup the node served
-	keys         []string          // recent Idempotency-Keys
-	nodeID       string            // never the id of a voter removal
+	partitionIDs  []string          // recent partition ids
+	txns          []string          // recent transaction ids
+	msgs          []msgRef          // recent messages (pushes, pops, the message, DLQ and trace views)
+	deadLetters   []deadLetter      // dead letters the node listed (a replay or purge drops them)
+	traceNames    []string          // trace names recorded or listed
+	permits       map[string]permit // lock name → the permit an acquire or renew answered
+	leases        []lease           // recent leases (newest last)
+	kvVersions    map[string]int64  // "ns/key" → the version a write answered
+	backup        []byte            // a backup the node served
+	keys          []string          // recent Idempotency-Keys
+	nodeID        string            // never the id of a voter removal
+	streamQueries []string          // stream query ids a registration answered
 }
 
 // permit is a lock's permit as an acquire or a renew answered it.
@@ -96,6 +97,14 @@ func (g *gen) txn() string {
 	}
 	g.seq++
 	return fmt.Sprintf("fz-%d-%d", g.r.Uint32(), g.seq)
+}
+
+// streamQuery is a registered stream query's id, now and then any UUID.
+func (g *gen) streamQuery() string {
+	if len(g.w.streamQueries) > 0 && g.r.IntN(5) != 0 {
+		return pick(g.r, g.w.streamQueries)
+	}
+	return g.uuid()
 }
 
 func (g *gen) uuid() string {

@@ -184,6 +184,13 @@ func (f *fuzzer) learnMessages(r *req, b base, pattern string, resp *resp) {
 				}
 			}
 		}
+	case "POST /streams/v1/queries":
+		var q struct {
+			QueryID string `json:"query_id"`
+		}
+		if json.Unmarshal(resp.Body, &q) == nil && q.QueryID != "" && !slices.Contains(w.streamQueries, q.QueryID) {
+			w.streamQueries = append(w.streamQueries, q.QueryID)
+		}
 	case "POST /api/v1/locks":
 		// The permits acquired or renewed (their token and slot), and
 		// those released.

@@ -183,6 +183,44 @@ var shapes = map[string]func(g *gen) base{
 		}
 		return base{query: q, noBody: true}
 	},
+	// Streams (spec §4.16): the query ids are ones the fuzzer learned from a
+	// registration, or any UUID (a cycle of no query is 200 success:false).
+	"POST /streams/v1/queries": func(g *gen) base {
+		x := o("name", pick(g.r, []string{"fzq", "fzq2", "counts"}), "source_queue", g.queue(), "config_hash", pick(g.r, []string{"h1", "h2"}))
+		if g.r.IntN(2) == 0 {
+			x.set("sink_queue", g.queue())
+		}
+		if g.r.IntN(3) == 0 {
+			x.set("reset", true)
+		}
+		return base{body: x}
+	},
+	"POST /streams/v1/cycle": func(g *gen) base {
+		l := g.lease()
+		ops := []any{o("type", "upsert", "key", "w\x1f1", "value", o("acc", g.r.IntN(9), "windowEnd", g.r.IntN(5000))),
+			o("type", "delete", "key", pick(g.r, []string{"w\x1f1", "x"}))}
+		x := o("query_id", g.streamQuery(), "partition_id", l.partitionID, "consumer_group", l.group,
+			"state_ops", ops[:g.r.IntN(3)], "push_items", []any{o("queue", g.queue(), "partition", g.part(), "payload", o("n", 1))},
+			"release_lease", g.r.IntN(2) == 0)
+		if len(l.txns) > 0 && g.r.IntN(3) != 0 {
+			x.set("ack", o("transactionId", pick(g.r, l.txns), "leaseId", l.id, "status", "completed", "count", len(l.txns)))
+		} else {
+			x.set("ack", nil)
+		}
+		return base{body: x}
+	},
+	"POST /streams/v1/state/get": func(g *gen) base {
+		x := o("query_id", g.streamQuery(), "partition_id", g.partitionID(), "keys", nil)
+		if g.r.IntN(2) == 0 {
+			x.set("key_prefix", "w")
+			x.set("ripe_at_or_before", g.r.IntN(6000))
+		}
+		return base{body: x}
+	},
+	"GET /streams/v1/queries": func(g *gen) base { return base{} },
+	"DELETE /streams/v1/queries/{name}": func(g *gen) base {
+		return base{params: [][2]string{{"name", pick(g.r, []string{"fzq", "fzq2", "nope"})}}}
+	},
 	"POST /api/v1/locks": func(g *gen) base {
 		// One operation per lock in a call (addendum §4.3).
 		names := slices.Clone(lockNames)
