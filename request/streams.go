@@ -97,6 +97,15 @@ func StreamID(field, s string) ([]byte, error) {
 	return id[:], nil
 }
 
+// streamIDs reads the query_id and partition_id every stream call names.
+func streamIDs(query, partition string) (qid, pid []byte, err error) {
+	if qid, err = StreamID("query_id", query); err != nil {
+		return nil, nil, err
+	}
+	pid, err = StreamID("partition_id", partition)
+	return qid, pid, err
+}
+
 var streamAckStatus = map[string]command.AckStatus{
 	"": command.AckStatus_COMPLETED, "completed": command.AckStatus_COMPLETED, "success": command.AckStatus_COMPLETED,
 	"failed": command.AckStatus_FAILED, "dlq": command.AckStatus_DLQ,
@@ -106,11 +115,7 @@ var streamAckStatus = map[string]command.AckStatus{
 // without the query's queues (the front end reads them and sets them).
 func (l StreamLimits) StreamCycle(in StreamCycle) (*command.StreamCycle, error) {
 	l = l.withDefaults()
-	qid, err := StreamID("query_id", in.QueryID)
-	if err != nil {
-		return nil, err
-	}
-	pid, err := StreamID("partition_id", in.PartitionID)
+	qid, pid, err := streamIDs(in.QueryID, in.PartitionID)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +187,7 @@ type StreamStateGet struct {
 // StreamStateQuery checks a state read and builds its query, without the
 // query's source (the front end reads it and sets it).
 func StreamStateQuery(in StreamStateGet) (*command.StreamStateGet, error) {
-	qid, err := StreamID("query_id", in.QueryID)
-	if err != nil {
-		return nil, err
-	}
-	pid, err := StreamID("partition_id", in.PartitionID)
+	qid, pid, err := streamIDs(in.QueryID, in.PartitionID)
 	if err != nil {
 		return nil, err
 	}
