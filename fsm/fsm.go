@@ -469,6 +469,9 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		c.q.Discard()
 	} else {
 		c.q.Keep()
+		if !meta.DeadLettersIndexed && c.q.FirstDeadLetter() {
+			meta.DeadLettersIndexed = true // nothing stored before the index to backfill
+		}
 		if action, detail := k.Audit(cmd); action != "" {
 			audit.Record(c.tx, index, &command.AuditRecord{AtUs: now, Actor: cmd.Actor, Action: action, Detail: detail},
 				&meta.AuditRecords)

@@ -91,6 +91,9 @@ func deadLetterOf(r store.Reader, pid []byte, txn, group string) *command.DLQRec
 // addDeadLetter files rec in the queue's DLQ, the time index and the
 // message index.
 func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
+	if !t.firstDeadLetter && !HasDeadLetters(t.tx) {
+		t.firstDeadLetter = true
+	}
 	tk := timeKey(t.now, t.index, t.nextOrdinal())
 	t.tx.Put(bDLQ, append(append([]byte(nil), qs.rec.Id...), tk...), command.MustEncodeRecord(rec))
 	t.tx.Put(bDLQTime, tk, append([]byte(nil), qs.rec.Id...))
@@ -99,6 +102,11 @@ func (t *Tx) addDeadLetter(qs *queueState, rec *command.DLQRecord) {
 	qs.dirty = true
 	t.flow(qs.rec.Name).DeadLettered++
 }
+
+// FirstDeadLetter reports whether the command filed a dead letter in a
+// state that held none: every dead letter then has its message index
+// entry, and the FSM records the index complete without a backfill.
+func (t *Tx) FirstDeadLetter() bool { return t.firstDeadLetter }
 
 // HasDeadLetters reports whether any dead letter is stored.
 func HasDeadLetters(r store.Reader) bool {

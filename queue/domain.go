@@ -41,6 +41,9 @@ type Tx struct {
 	stage   *msgstore.Stage
 	index   uint64
 	now     int64 // µs, the entry's effective time
+	// firstDeadLetter: the command filed a dead letter in a DLQ that held
+	// none (so the dead letters' message index is complete: FirstDeadLetter)
+	firstDeadLetter bool
 	ordinal uint32
 	touched []string
 	dedup   []dedupInsert   // this command's inserts, to take back on Discard
