@@ -35,19 +35,19 @@ func (d *Domain) Reset() { d.dedup = newDedupIndex() }
 // of a hundred messages to one partition decodes and encodes the partition
 // record once; Keep writes them into the staged transaction.
 type Tx struct {
-	d       *Domain
-	tx      *store.Tx
-	batch   *msgstore.Batch
-	stage   *msgstore.Stage
-	index   uint64
-	now     int64 // µs, the entry's effective time
+	d     *Domain
+	tx    *store.Tx
+	batch *msgstore.Batch
+	stage *msgstore.Stage
+	index uint64
+	now   int64 // µs, the entry's effective time
 	// firstDeadLetter: the command filed a dead letter in a DLQ that held
 	// none (so the dead letters' message index is complete: FirstDeadLetter)
 	firstDeadLetter bool
-	ordinal uint32
-	touched []string
-	dedup   []dedupInsert   // this command's inserts, to take back on Discard
-	pruned  map[string]bool // partitions whose dedup index this command pruned
+	ordinal         uint32
+	touched         []string
+	dedup           []dedupInsert   // this command's inserts, to take back on Discard
+	pruned          map[string]bool // partitions whose dedup index this command pruned
 	// flows counts, by queue, what the command did to messages (flows.go)
 	flows map[string]*Flow
 
