@@ -108,7 +108,7 @@ func TestTheFactsOfEveryKind(t *testing.T) {
 	audited := []string{"delete_queue", "delete_group", "seek", "set_subscription", "set_switches", "audit_note",
 		"replay_dead_letter", "purge_dead_letters", "delete_message", "stream_delete_query"}
 	payloads := []string{"push", "transaction", "timers", "stream_cycle"}
-	refusals := []string{"kv", "locks", "timers", "transaction", "seek", "stream_delete_query"}
+	refusals := []string{"kv", "locks", "timers", "transaction", "seek", "stream_delete_query", "stream_register"}
 	for _, cmd := range everyBody(t) {
 		k := KindOf(cmd)
 		if got, want := k.Origin == FromNode, slices.Contains(fromNode, k.Name); got != want {

@@ -104,7 +104,7 @@ func init() {
 				touch(Queue(r.SinkQueue))
 			}
 		},
-		WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+		WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: streamRegisterRefusal})
 
 	register(&command.Command_StreamCycle{}, Kind{Name: "stream_cycle", Apply: applyStreamCycle, Origin: FromClient,
 		Access: readWrite, Touches: streamCycleTouches, WhenFull: RefusedWhenFull, Audit: notAudited,

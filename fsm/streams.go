@@ -24,6 +24,16 @@ func applyStreamDeleteQuery(c *applyCtx, cmd *command.Command) (proto.Message, b
 	return &command.StreamDeleteQueryResult{Deleted: deleted}, deleted
 }
 
+// streamRegisterRefusal answers a changed hash without reset (409) without
+// an entry.
+func streamRegisterRefusal(rd *Reader, cmd *command.Command) proto.Message {
+	in := cmd.GetStreamRegister()
+	if q := streams.QueryByName(rd.r, in.Name); q != nil && q.ConfigHash != in.ConfigHash && !in.ResetState {
+		return &command.StreamRegisterResult{Query: q, Mismatch: true}
+	}
+	return nil
+}
+
 // streamDeleteRefusal answers the deletion of a query that is not there
 // without an entry.
 func streamDeleteRefusal(rd *Reader, cmd *command.Command) proto.Message {
