@@ -26,4 +26,8 @@ var (
 	// ErrStorageFull: the data disk of this node (or of the leader) is
 	// nearly full; the write adds data and was refused. Nothing was applied.
 	ErrStorageFull = errors.New("cluster: storage full")
+	// ErrKafkaGroup: a Queen pop names a consumer group a Kafka client's
+	// offset commit registered in that queue (a group's name is Kafka's or
+	// Queen's by its first use). Nothing was applied.
+	ErrKafkaGroup = errors.New("cluster: a Kafka consumer group")
 )

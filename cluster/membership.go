@@ -23,6 +23,7 @@ type meta struct {
 	Raft   string `json:"raft"`
 	HTTP   string `json:"http"`
 	GRPC   string `json:"grpc"`
+	Kafka  string `json:"kafka,omitempty"` // the Kafka listener's advertised address
 	Expect int    `json:"expect"`
 	// Boot: this node has Raft state (it bootstrapped or was added).
 	Boot bool `json:"boot"`

@@ -51,6 +51,9 @@ type Config struct {
 	GossipKeys    [][]byte
 	HTTPAdvertise string // where clients reach this node's HTTP API
 	GRPCAdvertise string // where other nodes forward to this one
+	// KafkaAdvertise is where Kafka clients reach this node ("" = its
+	// Kafka listener is off); gossip tells the others, for Metadata.
+	KafkaAdvertise string
 	// SnapshotBytes: take a snapshot once this many bytes of entries were
 	// applied since the last one; 0 = 256 MiB. (Raft's own threshold counts
 	// entries.)
@@ -232,7 +235,7 @@ func Start(cfg Config) (*Node, error) {
 			adv = cfg.GossipAddr
 		}
 		self := meta{ID: cfg.NodeID, Raft: string(n.stores.Transport.LocalAddr()), HTTP: cfg.HTTPAdvertise,
-			GRPC: cfg.GRPCAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0, Resync: n.resyncing() != nil}
+			GRPC: cfg.GRPCAdvertise, Kafka: cfg.KafkaAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0, Resync: n.resyncing() != nil}
 		n.members, err = startMembership(self, cfg.GossipAddr, adv, cfg.LocalGossip, cfg.GossipKeys, newStdLogger(cfg.Logger, "gossip"))
 		if err != nil {
 			n.Shutdown()

@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -37,6 +38,9 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		return nil, ErrNotLeader
 	}
 	in.LeaseId = LeaseIDFor(in.LeaseId)
+	if err := n.kafkaGroup(in); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(wait)
 	var w *parked
 	if wait > 0 {
@@ -154,4 +158,22 @@ func (n *Node) hydrate(pr *command.PopResult) (*command.PopResult, error) {
 		return nil
 	})
 	return pr, err
+}
+
+// kafkaGroup refuses a pop of a queue whose group of that name is a Kafka
+// consumer group's (apply would deliver nothing of it either).
+func (n *Node) kafkaGroup(in *command.Pop) error {
+	if in.Queue == "" {
+		return nil
+	}
+	group := cmp.Or(in.ConsumerGroup, command.QueueModeGroup)
+	var kafka bool
+	_ = n.fsm.Read(func(r *fsm.Reader) error {
+		kafka = r.Group(in.Queue, group).GetKafka()
+		return nil
+	})
+	if kafka {
+		return fmt.Errorf("%w: consumer group %s of queue %s is a Kafka consumer group (its offsets are committed by Kafka clients); a Queen pop cannot take its messages: use another group name", ErrKafkaGroup, group, in.Queue)
+	}
+	return nil
 }

@@ -129,9 +129,12 @@ type NodeView struct {
 	RaftAddr string `json:"raftAddr"`
 	HTTPAddr string `json:"httpAddr"`
 	GRPCAddr string `json:"grpcAddr"`
-	State    string `json:"state"` // leader | follower | candidate | joining | unknown
-	Voter    bool   `json:"voter"`
-	Alive    bool   `json:"alive"`
+	// KafkaAddr is where Kafka clients reach the node ("" = its Kafka
+	// listener is off).
+	KafkaAddr string `json:"kafkaAddr,omitempty"`
+	State     string `json:"state"` // leader | follower | candidate | joining | unknown
+	Voter     bool   `json:"voter"`
+	Alive     bool   `json:"alive"`
 }
 
 // ClusterView is GET /api/v1/system/cluster: this node's view of the
@@ -160,7 +163,7 @@ func (n *Node) Cluster() ClusterView {
 			gossip[m.ID] = m
 		}
 	} else {
-		gossip[n.cfg.NodeID] = Member{meta: meta{ID: n.cfg.NodeID, HTTP: n.cfg.HTTPAdvertise, GRPC: n.cfg.GRPCAdvertise}, Alive: true}
+		gossip[n.cfg.NodeID] = Member{meta: meta{ID: n.cfg.NodeID, HTTP: n.cfg.HTTPAdvertise, GRPC: n.cfg.GRPCAdvertise, Kafka: n.cfg.KafkaAdvertise}, Alive: true}
 	}
 	seen := map[string]bool{}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
@@ -168,7 +171,7 @@ func (n *Node) Cluster() ClusterView {
 			id := string(s.ID)
 			seen[id] = true
 			m, known := gossip[id]
-			nv := NodeView{ID: id, RaftAddr: string(s.Address), HTTPAddr: m.HTTP, GRPCAddr: m.GRPC,
+			nv := NodeView{ID: id, RaftAddr: string(s.Address), HTTPAddr: m.HTTP, GRPCAddr: m.GRPC, KafkaAddr: m.Kafka,
 				Voter: s.Suffrage == raft.Voter, Alive: known && m.Alive, State: "follower"}
 			switch {
 			case id == n.cfg.NodeID:
@@ -183,7 +186,7 @@ func (n *Node) Cluster() ClusterView {
 	}
 	for id, m := range gossip {
 		if !seen[id] {
-			v.Nodes = append(v.Nodes, NodeView{ID: id, RaftAddr: m.Raft, HTTPAddr: m.HTTP, GRPCAddr: m.GRPC, State: "joining", Alive: m.Alive})
+			v.Nodes = append(v.Nodes, NodeView{ID: id, RaftAddr: m.Raft, HTTPAddr: m.HTTP, GRPCAddr: m.GRPC, KafkaAddr: m.Kafka, State: "joining", Alive: m.Alive})
 		}
 	}
 	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].ID < v.Nodes[j].ID })

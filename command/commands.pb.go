@@ -126,7 +126,7 @@ func (x Pop_Subscription) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Pop_Subscription.Descriptor instead.
 func (Pop_Subscription) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{4, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type TimerOp_Kind int32
@@ -175,7 +175,7 @@ func (x TimerOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TimerOp_Kind.Descriptor instead.
 func (TimerOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{10, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type KVOp_Kind int32
@@ -242,7 +242,7 @@ func (x KVOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use KVOp_Kind.Descriptor instead.
 func (KVOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{18, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type LockOp_Kind int32
@@ -294,7 +294,7 @@ func (x LockOp_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockOp_Kind.Descriptor instead.
 func (LockOp_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{35, 0}
+	return file_command_commands_proto_rawDescGZIP(), []int{37, 0}
 }
 
 type Command struct {
@@ -351,6 +351,9 @@ type Command struct {
 	//	*Command_StreamRegister
 	//	*Command_StreamCycle
 	//	*Command_StreamDeleteQuery
+	//	*Command_KafkaInitProducer
+	//	*Command_KafkaProduce
+	//	*Command_KafkaCreateTopics
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -705,6 +708,33 @@ func (x *Command) GetStreamDeleteQuery() *StreamDeleteQuery {
 	return nil
 }
 
+func (x *Command) GetKafkaInitProducer() *KafkaInitProducer {
+	if x != nil {
+		if x, ok := x.Body.(*Command_KafkaInitProducer); ok {
+			return x.KafkaInitProducer
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetKafkaProduce() *KafkaProduce {
+	if x != nil {
+		if x, ok := x.Body.(*Command_KafkaProduce); ok {
+			return x.KafkaProduce
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetKafkaCreateTopics() *KafkaCreateTopics {
+	if x != nil {
+		if x, ok := x.Body.(*Command_KafkaCreateTopics); ok {
+			return x.KafkaCreateTopics
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -829,6 +859,18 @@ type Command_StreamDeleteQuery struct {
 	StreamDeleteQuery *StreamDeleteQuery `protobuf:"bytes,39,opt,name=stream_delete_query,json=streamDeleteQuery,proto3,oneof"`
 }
 
+type Command_KafkaInitProducer struct {
+	KafkaInitProducer *KafkaInitProducer `protobuf:"bytes,40,opt,name=kafka_init_producer,json=kafkaInitProducer,proto3,oneof"`
+}
+
+type Command_KafkaProduce struct {
+	KafkaProduce *KafkaProduce `protobuf:"bytes,41,opt,name=kafka_produce,json=kafkaProduce,proto3,oneof"`
+}
+
+type Command_KafkaCreateTopics struct {
+	KafkaCreateTopics *KafkaCreateTopics `protobuf:"bytes,42,opt,name=kafka_create_topics,json=kafkaCreateTopics,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -889,6 +931,12 @@ func (*Command_StreamCycle) isCommand_Body() {}
 
 func (*Command_StreamDeleteQuery) isCommand_Body() {}
 
+func (*Command_KafkaInitProducer) isCommand_Body() {}
+
+func (*Command_KafkaProduce) isCommand_Body() {}
+
+func (*Command_KafkaCreateTopics) isCommand_Body() {}
+
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -925,6 +973,153 @@ func (*Noop) Descriptor() ([]byte, []int) {
 	return file_command_commands_proto_rawDescGZIP(), []int{1}
 }
 
+// KafkaBatch is one partition's records of one Produce request.
+type KafkaBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Partition     string                 `protobuf:"bytes,2,opt,name=partition,proto3" json:"partition,omitempty"`                      // "0".."n-1"
+	ProducerId    int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"` // -1: not idempotent
+	ProducerEpoch int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	BaseSequence  int32                  `protobuf:"varint,5,opt,name=base_sequence,json=baseSequence,proto3" json:"base_sequence,omitempty"`
+	Items         []*PushItem            `protobuf:"bytes,6,rep,name=items,proto3" json:"items,omitempty"` // payloads are kafkamsg frames
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KafkaBatch) Reset() {
+	*x = KafkaBatch{}
+	mi := &file_command_commands_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KafkaBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KafkaBatch) ProtoMessage() {}
+
+func (x *KafkaBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KafkaBatch.ProtoReflect.Descriptor instead.
+func (*KafkaBatch) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *KafkaBatch) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *KafkaBatch) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *KafkaBatch) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *KafkaBatch) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *KafkaBatch) GetBaseSequence() int32 {
+	if x != nil {
+		return x.BaseSequence
+	}
+	return 0
+}
+
+func (x *KafkaBatch) GetItems() []*PushItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// KafkaProduce appends a Produce request's batches (each partition's
+// sequence judged on its own, as a Kafka broker does).
+type KafkaProduce struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Batches              []*KafkaBatch          `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	AutoCreatePartitions uint32                 `protobuf:"varint,2,opt,name=auto_create_partitions,json=autoCreatePartitions,proto3" json:"auto_create_partitions,omitempty"` // > 0: a topic missing is made this wide
+	ProducerIdleUs       int64                  `protobuf:"varint,3,opt,name=producer_idle_us,json=producerIdleUs,proto3" json:"producer_idle_us,omitempty"`                   // a producer's state is kept this long after its last batch
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *KafkaProduce) Reset() {
+	*x = KafkaProduce{}
+	mi := &file_command_commands_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KafkaProduce) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KafkaProduce) ProtoMessage() {}
+
+func (x *KafkaProduce) ProtoReflect() protoreflect.Message {
+	mi := &file_command_commands_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KafkaProduce.ProtoReflect.Descriptor instead.
+func (*KafkaProduce) Descriptor() ([]byte, []int) {
+	return file_command_commands_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *KafkaProduce) GetBatches() []*KafkaBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+func (x *KafkaProduce) GetAutoCreatePartitions() uint32 {
+	if x != nil {
+		return x.AutoCreatePartitions
+	}
+	return 0
+}
+
+func (x *KafkaProduce) GetProducerIdleUs() int64 {
+	if x != nil {
+		return x.ProducerIdleUs
+	}
+	return 0
+}
+
 type PushItem struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -940,7 +1135,7 @@ type PushItem struct {
 
 func (x *PushItem) Reset() {
 	*x = PushItem{}
-	mi := &file_command_commands_proto_msgTypes[2]
+	mi := &file_command_commands_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1147,7 @@ func (x *PushItem) String() string {
 func (*PushItem) ProtoMessage() {}
 
 func (x *PushItem) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[2]
+	mi := &file_command_commands_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1160,7 @@ func (x *PushItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushItem.ProtoReflect.Descriptor instead.
 func (*PushItem) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{2}
+	return file_command_commands_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PushItem) GetQueue() string {
@@ -1026,7 +1221,7 @@ type Push struct {
 
 func (x *Push) Reset() {
 	*x = Push{}
-	mi := &file_command_commands_proto_msgTypes[3]
+	mi := &file_command_commands_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1233,7 @@ func (x *Push) String() string {
 func (*Push) ProtoMessage() {}
 
 func (x *Push) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[3]
+	mi := &file_command_commands_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1246,7 @@ func (x *Push) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Push.ProtoReflect.Descriptor instead.
 func (*Push) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{3}
+	return file_command_commands_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Push) GetItems() []*PushItem {
@@ -1086,7 +1281,7 @@ type Pop struct {
 
 func (x *Pop) Reset() {
 	*x = Pop{}
-	mi := &file_command_commands_proto_msgTypes[4]
+	mi := &file_command_commands_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1293,7 @@ func (x *Pop) String() string {
 func (*Pop) ProtoMessage() {}
 
 func (x *Pop) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[4]
+	mi := &file_command_commands_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1306,7 @@ func (x *Pop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pop.ProtoReflect.Descriptor instead.
 func (*Pop) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{4}
+	return file_command_commands_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Pop) GetQueue() string {
@@ -1234,7 +1429,7 @@ type AckItem struct {
 
 func (x *AckItem) Reset() {
 	*x = AckItem{}
-	mi := &file_command_commands_proto_msgTypes[5]
+	mi := &file_command_commands_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1441,7 @@ func (x *AckItem) String() string {
 func (*AckItem) ProtoMessage() {}
 
 func (x *AckItem) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[5]
+	mi := &file_command_commands_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1454,7 @@ func (x *AckItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckItem.ProtoReflect.Descriptor instead.
 func (*AckItem) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{5}
+	return file_command_commands_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AckItem) GetTransactionId() string {
@@ -1320,7 +1515,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_command_commands_proto_msgTypes[6]
+	mi := &file_command_commands_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1527,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[6]
+	mi := &file_command_commands_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1540,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{6}
+	return file_command_commands_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Ack) GetItems() []*AckItem {
@@ -1368,7 +1563,7 @@ type TxnOp struct {
 
 func (x *TxnOp) Reset() {
 	*x = TxnOp{}
-	mi := &file_command_commands_proto_msgTypes[7]
+	mi := &file_command_commands_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1575,7 @@ func (x *TxnOp) String() string {
 func (*TxnOp) ProtoMessage() {}
 
 func (x *TxnOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[7]
+	mi := &file_command_commands_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1588,7 @@ func (x *TxnOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOp.ProtoReflect.Descriptor instead.
 func (*TxnOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{7}
+	return file_command_commands_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TxnOp) GetOp() isTxnOp_Op {
@@ -1445,13 +1640,16 @@ type Transaction struct {
 	TransactionId  []byte                 `protobuf:"bytes,4,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"` // minted by the proposer, echoed in the result
 	Timers         []*TimerOp             `protobuf:"bytes,5,rep,name=timers,proto3" json:"timers,omitempty"`
 	Positions      []*PositionOp          `protobuf:"bytes,6,rep,name=positions,proto3" json:"positions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set: a Kafka transactional producer's commit (EndTxn), applied only
+	// while its epoch is current.
+	Kafka         *KafkaTxnGuard `protobuf:"bytes,7,opt,name=kafka,proto3" json:"kafka,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_command_commands_proto_msgTypes[8]
+	mi := &file_command_commands_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1661,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[8]
+	mi := &file_command_commands_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1674,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{8}
+	return file_command_commands_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Transaction) GetOps() []*TxnOp {
@@ -1521,6 +1719,13 @@ func (x *Transaction) GetPositions() []*PositionOp {
 	return nil
 }
 
+func (x *Transaction) GetKafka() *KafkaTxnGuard {
+	if x != nil {
+		return x.Kafka
+	}
+	return nil
+}
+
 // PositionOp sets (or forgets) where a consumer group reads one partition
 // (addendum §4.2), atomically with the rest of its transaction.
 type PositionOp struct {
@@ -1534,13 +1739,16 @@ type PositionOp struct {
 	// A group the queue does not know yet is registered with this start.
 	Subscription       Pop_Subscription `protobuf:"varint,7,opt,name=subscription,proto3,enum=queen.command.v1.Pop_Subscription" json:"subscription,omitempty"`
 	SubscriptionFromUs int64            `protobuf:"varint,8,opt,name=subscription_from_us,json=subscriptionFromUs,proto3" json:"subscription_from_us,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The position is a Kafka group's commit: a group registered by it is a
+	// Kafka group, and a Queen group refuses it (and the reverse).
+	KafkaGroup    bool `protobuf:"varint,9,opt,name=kafka_group,json=kafkaGroup,proto3" json:"kafka_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PositionOp) Reset() {
 	*x = PositionOp{}
-	mi := &file_command_commands_proto_msgTypes[9]
+	mi := &file_command_commands_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1760,7 @@ func (x *PositionOp) String() string {
 func (*PositionOp) ProtoMessage() {}
 
 func (x *PositionOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[9]
+	mi := &file_command_commands_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1773,7 @@ func (x *PositionOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PositionOp.ProtoReflect.Descriptor instead.
 func (*PositionOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{9}
+	return file_command_commands_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PositionOp) GetQueue() string {
@@ -1624,6 +1832,13 @@ func (x *PositionOp) GetSubscriptionFromUs() int64 {
 	return 0
 }
 
+func (x *PositionOp) GetKafkaGroup() bool {
+	if x != nil {
+		return x.KafkaGroup
+	}
+	return false
+}
+
 // TimerOp schedules (or reschedules: the same) or cancels the timer
 // (queue, timer_key). The due time is the entry's time plus delay_us.
 type TimerOp struct {
@@ -1644,7 +1859,7 @@ type TimerOp struct {
 
 func (x *TimerOp) Reset() {
 	*x = TimerOp{}
-	mi := &file_command_commands_proto_msgTypes[10]
+	mi := &file_command_commands_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1871,7 @@ func (x *TimerOp) String() string {
 func (*TimerOp) ProtoMessage() {}
 
 func (x *TimerOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[10]
+	mi := &file_command_commands_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1884,7 @@ func (x *TimerOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerOp.ProtoReflect.Descriptor instead.
 func (*TimerOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{10}
+	return file_command_commands_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TimerOp) GetKind() TimerOp_Kind {
@@ -1752,7 +1967,7 @@ type TimerBatch struct {
 
 func (x *TimerBatch) Reset() {
 	*x = TimerBatch{}
-	mi := &file_command_commands_proto_msgTypes[11]
+	mi := &file_command_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1979,7 @@ func (x *TimerBatch) String() string {
 func (*TimerBatch) ProtoMessage() {}
 
 func (x *TimerBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[11]
+	mi := &file_command_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1992,7 @@ func (x *TimerBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimerBatch.ProtoReflect.Descriptor instead.
 func (*TimerBatch) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{11}
+	return file_command_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TimerBatch) GetOps() []*TimerOp {
@@ -1799,7 +2014,7 @@ type FireTimers struct {
 
 func (x *FireTimers) Reset() {
 	*x = FireTimers{}
-	mi := &file_command_commands_proto_msgTypes[12]
+	mi := &file_command_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2026,7 @@ func (x *FireTimers) String() string {
 func (*FireTimers) ProtoMessage() {}
 
 func (x *FireTimers) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[12]
+	mi := &file_command_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2039,7 @@ func (x *FireTimers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FireTimers.ProtoReflect.Descriptor instead.
 func (*FireTimers) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{12}
+	return file_command_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FireTimers) GetLimit() uint32 {
@@ -1851,7 +2066,7 @@ type ExtendLease struct {
 
 func (x *ExtendLease) Reset() {
 	*x = ExtendLease{}
-	mi := &file_command_commands_proto_msgTypes[13]
+	mi := &file_command_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2078,7 @@ func (x *ExtendLease) String() string {
 func (*ExtendLease) ProtoMessage() {}
 
 func (x *ExtendLease) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[13]
+	mi := &file_command_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2091,7 @@ func (x *ExtendLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLease.ProtoReflect.Descriptor instead.
 func (*ExtendLease) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{13}
+	return file_command_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExtendLease) GetLeaseId() string {
@@ -1907,7 +2122,7 @@ type Configure struct {
 
 func (x *Configure) Reset() {
 	*x = Configure{}
-	mi := &file_command_commands_proto_msgTypes[14]
+	mi := &file_command_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2134,7 @@ func (x *Configure) String() string {
 func (*Configure) ProtoMessage() {}
 
 func (x *Configure) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[14]
+	mi := &file_command_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2147,7 @@ func (x *Configure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Configure.ProtoReflect.Descriptor instead.
 func (*Configure) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{14}
+	return file_command_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Configure) GetQueue() string {
@@ -1986,7 +2201,7 @@ type DeleteQueue struct {
 
 func (x *DeleteQueue) Reset() {
 	*x = DeleteQueue{}
-	mi := &file_command_commands_proto_msgTypes[15]
+	mi := &file_command_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2213,7 @@ func (x *DeleteQueue) String() string {
 func (*DeleteQueue) ProtoMessage() {}
 
 func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[15]
+	mi := &file_command_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2226,7 @@ func (x *DeleteQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueue.ProtoReflect.Descriptor instead.
 func (*DeleteQueue) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{15}
+	return file_command_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteQueue) GetQueue() string {
@@ -2034,7 +2249,7 @@ type Sweep struct {
 
 func (x *Sweep) Reset() {
 	*x = Sweep{}
-	mi := &file_command_commands_proto_msgTypes[16]
+	mi := &file_command_commands_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2261,7 @@ func (x *Sweep) String() string {
 func (*Sweep) ProtoMessage() {}
 
 func (x *Sweep) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[16]
+	mi := &file_command_commands_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2274,7 @@ func (x *Sweep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sweep.ProtoReflect.Descriptor instead.
 func (*Sweep) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{16}
+	return file_command_commands_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Sweep) GetLimit() uint32 {
@@ -2086,7 +2301,7 @@ type Retain struct {
 
 func (x *Retain) Reset() {
 	*x = Retain{}
-	mi := &file_command_commands_proto_msgTypes[17]
+	mi := &file_command_commands_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2313,7 @@ func (x *Retain) String() string {
 func (*Retain) ProtoMessage() {}
 
 func (x *Retain) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[17]
+	mi := &file_command_commands_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2326,7 @@ func (x *Retain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retain.ProtoReflect.Descriptor instead.
 func (*Retain) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{17}
+	return file_command_commands_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Retain) GetAfter() []byte {
@@ -2163,7 +2378,7 @@ type KVOp struct {
 
 func (x *KVOp) Reset() {
 	*x = KVOp{}
-	mi := &file_command_commands_proto_msgTypes[18]
+	mi := &file_command_commands_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2390,7 @@ func (x *KVOp) String() string {
 func (*KVOp) ProtoMessage() {}
 
 func (x *KVOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[18]
+	mi := &file_command_commands_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2403,7 @@ func (x *KVOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVOp.ProtoReflect.Descriptor instead.
 func (*KVOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{18}
+	return file_command_commands_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KVOp) GetKind() KVOp_Kind {
@@ -2334,7 +2549,7 @@ type KVBatch struct {
 
 func (x *KVBatch) Reset() {
 	*x = KVBatch{}
-	mi := &file_command_commands_proto_msgTypes[19]
+	mi := &file_command_commands_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2561,7 @@ func (x *KVBatch) String() string {
 func (*KVBatch) ProtoMessage() {}
 
 func (x *KVBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[19]
+	mi := &file_command_commands_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2574,7 @@ func (x *KVBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVBatch.ProtoReflect.Descriptor instead.
 func (*KVBatch) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{19}
+	return file_command_commands_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KVBatch) GetOps() []*KVOp {
@@ -2391,7 +2606,7 @@ type SetSwitches struct {
 
 func (x *SetSwitches) Reset() {
 	*x = SetSwitches{}
-	mi := &file_command_commands_proto_msgTypes[20]
+	mi := &file_command_commands_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2618,7 @@ func (x *SetSwitches) String() string {
 func (*SetSwitches) ProtoMessage() {}
 
 func (x *SetSwitches) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[20]
+	mi := &file_command_commands_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2631,7 @@ func (x *SetSwitches) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSwitches.ProtoReflect.Descriptor instead.
 func (*SetSwitches) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{20}
+	return file_command_commands_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetSwitches) GetPushMaintenance() bool {
@@ -2465,7 +2680,7 @@ type Idempotency struct {
 
 func (x *Idempotency) Reset() {
 	*x = Idempotency{}
-	mi := &file_command_commands_proto_msgTypes[21]
+	mi := &file_command_commands_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2692,7 @@ func (x *Idempotency) String() string {
 func (*Idempotency) ProtoMessage() {}
 
 func (x *Idempotency) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[21]
+	mi := &file_command_commands_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2705,7 @@ func (x *Idempotency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Idempotency.ProtoReflect.Descriptor instead.
 func (*Idempotency) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{21}
+	return file_command_commands_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Idempotency) GetKey() string {
@@ -2526,7 +2741,7 @@ type IdempotencyRecord struct {
 
 func (x *IdempotencyRecord) Reset() {
 	*x = IdempotencyRecord{}
-	mi := &file_command_commands_proto_msgTypes[22]
+	mi := &file_command_commands_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2753,7 @@ func (x *IdempotencyRecord) String() string {
 func (*IdempotencyRecord) ProtoMessage() {}
 
 func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[22]
+	mi := &file_command_commands_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2766,7 @@ func (x *IdempotencyRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdempotencyRecord.ProtoReflect.Descriptor instead.
 func (*IdempotencyRecord) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{22}
+	return file_command_commands_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *IdempotencyRecord) GetRefusal() *Refusal {
@@ -2575,7 +2790,7 @@ type DeleteGroup struct {
 
 func (x *DeleteGroup) Reset() {
 	*x = DeleteGroup{}
-	mi := &file_command_commands_proto_msgTypes[23]
+	mi := &file_command_commands_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2802,7 @@ func (x *DeleteGroup) String() string {
 func (*DeleteGroup) ProtoMessage() {}
 
 func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[23]
+	mi := &file_command_commands_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2815,7 @@ func (x *DeleteGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroup.ProtoReflect.Descriptor instead.
 func (*DeleteGroup) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{23}
+	return file_command_commands_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteGroup) GetGroup() string {
@@ -2636,7 +2851,7 @@ type SetSubscription struct {
 
 func (x *SetSubscription) Reset() {
 	*x = SetSubscription{}
-	mi := &file_command_commands_proto_msgTypes[24]
+	mi := &file_command_commands_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2863,7 @@ func (x *SetSubscription) String() string {
 func (*SetSubscription) ProtoMessage() {}
 
 func (x *SetSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[24]
+	mi := &file_command_commands_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2876,7 @@ func (x *SetSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSubscription.ProtoReflect.Descriptor instead.
 func (*SetSubscription) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{24}
+	return file_command_commands_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetSubscription) GetGroup() string {
@@ -2697,7 +2912,7 @@ type Seek struct {
 
 func (x *Seek) Reset() {
 	*x = Seek{}
-	mi := &file_command_commands_proto_msgTypes[25]
+	mi := &file_command_commands_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2924,7 @@ func (x *Seek) String() string {
 func (*Seek) ProtoMessage() {}
 
 func (x *Seek) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[25]
+	mi := &file_command_commands_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2937,7 @@ func (x *Seek) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Seek.ProtoReflect.Descriptor instead.
 func (*Seek) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{25}
+	return file_command_commands_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Seek) GetGroup() string {
@@ -2778,7 +2993,7 @@ type DrainBuffer struct {
 
 func (x *DrainBuffer) Reset() {
 	*x = DrainBuffer{}
-	mi := &file_command_commands_proto_msgTypes[26]
+	mi := &file_command_commands_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +3005,7 @@ func (x *DrainBuffer) String() string {
 func (*DrainBuffer) ProtoMessage() {}
 
 func (x *DrainBuffer) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[26]
+	mi := &file_command_commands_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +3018,7 @@ func (x *DrainBuffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainBuffer.ProtoReflect.Descriptor instead.
 func (*DrainBuffer) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{26}
+	return file_command_commands_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DrainBuffer) GetLimit() uint32 {
@@ -2826,7 +3041,7 @@ type BufferedPush struct {
 
 func (x *BufferedPush) Reset() {
 	*x = BufferedPush{}
-	mi := &file_command_commands_proto_msgTypes[27]
+	mi := &file_command_commands_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +3053,7 @@ func (x *BufferedPush) String() string {
 func (*BufferedPush) ProtoMessage() {}
 
 func (x *BufferedPush) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[27]
+	mi := &file_command_commands_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +3066,7 @@ func (x *BufferedPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BufferedPush.ProtoReflect.Descriptor instead.
 func (*BufferedPush) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{27}
+	return file_command_commands_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BufferedPush) GetItem() *PushItem {
@@ -2882,7 +3097,7 @@ type StateCheck struct {
 
 func (x *StateCheck) Reset() {
 	*x = StateCheck{}
-	mi := &file_command_commands_proto_msgTypes[28]
+	mi := &file_command_commands_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3109,7 @@ func (x *StateCheck) String() string {
 func (*StateCheck) ProtoMessage() {}
 
 func (x *StateCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[28]
+	mi := &file_command_commands_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3122,7 @@ func (x *StateCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCheck.ProtoReflect.Descriptor instead.
 func (*StateCheck) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{28}
+	return file_command_commands_proto_rawDescGZIP(), []int{30}
 }
 
 type AuditNote struct {
@@ -2920,7 +3135,7 @@ type AuditNote struct {
 
 func (x *AuditNote) Reset() {
 	*x = AuditNote{}
-	mi := &file_command_commands_proto_msgTypes[29]
+	mi := &file_command_commands_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3147,7 @@ func (x *AuditNote) String() string {
 func (*AuditNote) ProtoMessage() {}
 
 func (x *AuditNote) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[29]
+	mi := &file_command_commands_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3160,7 @@ func (x *AuditNote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditNote.ProtoReflect.Descriptor instead.
 func (*AuditNote) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{29}
+	return file_command_commands_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuditNote) GetAction() string {
@@ -2978,7 +3193,7 @@ type DeleteMessage struct {
 
 func (x *DeleteMessage) Reset() {
 	*x = DeleteMessage{}
-	mi := &file_command_commands_proto_msgTypes[30]
+	mi := &file_command_commands_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3205,7 @@ func (x *DeleteMessage) String() string {
 func (*DeleteMessage) ProtoMessage() {}
 
 func (x *DeleteMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[30]
+	mi := &file_command_commands_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3218,7 @@ func (x *DeleteMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessage.ProtoReflect.Descriptor instead.
 func (*DeleteMessage) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{30}
+	return file_command_commands_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteMessage) GetPartitionId() []byte {
@@ -3048,7 +3263,7 @@ type ReplayDeadLetter struct {
 
 func (x *ReplayDeadLetter) Reset() {
 	*x = ReplayDeadLetter{}
-	mi := &file_command_commands_proto_msgTypes[31]
+	mi := &file_command_commands_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3275,7 @@ func (x *ReplayDeadLetter) String() string {
 func (*ReplayDeadLetter) ProtoMessage() {}
 
 func (x *ReplayDeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[31]
+	mi := &file_command_commands_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3288,7 @@ func (x *ReplayDeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetter.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetter) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{31}
+	return file_command_commands_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReplayDeadLetter) GetRecordId() []byte {
@@ -3145,7 +3360,7 @@ type PurgeDeadLetters struct {
 
 func (x *PurgeDeadLetters) Reset() {
 	*x = PurgeDeadLetters{}
-	mi := &file_command_commands_proto_msgTypes[32]
+	mi := &file_command_commands_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3372,7 @@ func (x *PurgeDeadLetters) String() string {
 func (*PurgeDeadLetters) ProtoMessage() {}
 
 func (x *PurgeDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[32]
+	mi := &file_command_commands_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3385,7 @@ func (x *PurgeDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLetters.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLetters) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{32}
+	return file_command_commands_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PurgeDeadLetters) GetQueue() string {
@@ -3214,7 +3429,7 @@ type RecordTrace struct {
 
 func (x *RecordTrace) Reset() {
 	*x = RecordTrace{}
-	mi := &file_command_commands_proto_msgTypes[33]
+	mi := &file_command_commands_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3441,7 @@ func (x *RecordTrace) String() string {
 func (*RecordTrace) ProtoMessage() {}
 
 func (x *RecordTrace) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[33]
+	mi := &file_command_commands_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3454,7 @@ func (x *RecordTrace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordTrace.ProtoReflect.Descriptor instead.
 func (*RecordTrace) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{33}
+	return file_command_commands_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RecordTrace) GetPartitionId() []byte {
@@ -3319,7 +3534,7 @@ type Locks struct {
 
 func (x *Locks) Reset() {
 	*x = Locks{}
-	mi := &file_command_commands_proto_msgTypes[34]
+	mi := &file_command_commands_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3546,7 @@ func (x *Locks) String() string {
 func (*Locks) ProtoMessage() {}
 
 func (x *Locks) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[34]
+	mi := &file_command_commands_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3559,7 @@ func (x *Locks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Locks.ProtoReflect.Descriptor instead.
 func (*Locks) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{34}
+	return file_command_commands_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Locks) GetOps() []*LockOp {
@@ -3369,7 +3584,7 @@ type LockOp struct {
 
 func (x *LockOp) Reset() {
 	*x = LockOp{}
-	mi := &file_command_commands_proto_msgTypes[35]
+	mi := &file_command_commands_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3596,7 @@ func (x *LockOp) String() string {
 func (*LockOp) ProtoMessage() {}
 
 func (x *LockOp) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[35]
+	mi := &file_command_commands_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3609,7 @@ func (x *LockOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockOp.ProtoReflect.Descriptor instead.
 func (*LockOp) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{35}
+	return file_command_commands_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LockOp) GetKind() LockOp_Kind {
@@ -3461,7 +3676,7 @@ type IndexDeadLetters struct {
 
 func (x *IndexDeadLetters) Reset() {
 	*x = IndexDeadLetters{}
-	mi := &file_command_commands_proto_msgTypes[36]
+	mi := &file_command_commands_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3688,7 @@ func (x *IndexDeadLetters) String() string {
 func (*IndexDeadLetters) ProtoMessage() {}
 
 func (x *IndexDeadLetters) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[36]
+	mi := &file_command_commands_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3701,7 @@ func (x *IndexDeadLetters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexDeadLetters.ProtoReflect.Descriptor instead.
 func (*IndexDeadLetters) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{36}
+	return file_command_commands_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *IndexDeadLetters) GetLimit() uint32 {
@@ -3515,7 +3730,7 @@ type StreamRegister struct {
 
 func (x *StreamRegister) Reset() {
 	*x = StreamRegister{}
-	mi := &file_command_commands_proto_msgTypes[37]
+	mi := &file_command_commands_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3742,7 @@ func (x *StreamRegister) String() string {
 func (*StreamRegister) ProtoMessage() {}
 
 func (x *StreamRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[37]
+	mi := &file_command_commands_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3755,7 @@ func (x *StreamRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRegister.ProtoReflect.Descriptor instead.
 func (*StreamRegister) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{37}
+	return file_command_commands_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamRegister) GetName() string {
@@ -3615,7 +3830,7 @@ type StreamCycle struct {
 
 func (x *StreamCycle) Reset() {
 	*x = StreamCycle{}
-	mi := &file_command_commands_proto_msgTypes[38]
+	mi := &file_command_commands_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3842,7 @@ func (x *StreamCycle) String() string {
 func (*StreamCycle) ProtoMessage() {}
 
 func (x *StreamCycle) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[38]
+	mi := &file_command_commands_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3855,7 @@ func (x *StreamCycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCycle.ProtoReflect.Descriptor instead.
 func (*StreamCycle) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{38}
+	return file_command_commands_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamCycle) GetQueryId() []byte {
@@ -3727,7 +3942,7 @@ type StreamAck struct {
 
 func (x *StreamAck) Reset() {
 	*x = StreamAck{}
-	mi := &file_command_commands_proto_msgTypes[39]
+	mi := &file_command_commands_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3739,7 +3954,7 @@ func (x *StreamAck) String() string {
 func (*StreamAck) ProtoMessage() {}
 
 func (x *StreamAck) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[39]
+	mi := &file_command_commands_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3752,7 +3967,7 @@ func (x *StreamAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamAck.ProtoReflect.Descriptor instead.
 func (*StreamAck) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{39}
+	return file_command_commands_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StreamAck) GetTransactionId() string {
@@ -3793,7 +4008,7 @@ type StreamDeleteQuery struct {
 
 func (x *StreamDeleteQuery) Reset() {
 	*x = StreamDeleteQuery{}
-	mi := &file_command_commands_proto_msgTypes[40]
+	mi := &file_command_commands_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3805,7 +4020,7 @@ func (x *StreamDeleteQuery) String() string {
 func (*StreamDeleteQuery) ProtoMessage() {}
 
 func (x *StreamDeleteQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_command_commands_proto_msgTypes[40]
+	mi := &file_command_commands_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3818,7 +4033,7 @@ func (x *StreamDeleteQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeleteQuery.ProtoReflect.Descriptor instead.
 func (*StreamDeleteQuery) Descriptor() ([]byte, []int) {
-	return file_command_commands_proto_rawDescGZIP(), []int{40}
+	return file_command_commands_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StreamDeleteQuery) GetName() string {
@@ -3832,7 +4047,7 @@ var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\"\xdf\x10\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\"\xd4\x12\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -3873,10 +4088,26 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x12index_dead_letters\x18$ \x01(\v2\".queen.command.v1.IndexDeadLettersH\x00R\x10indexDeadLetters\x12K\n" +
 	"\x0fstream_register\x18% \x01(\v2 .queen.command.v1.StreamRegisterH\x00R\x0estreamRegister\x12B\n" +
 	"\fstream_cycle\x18& \x01(\v2\x1d.queen.command.v1.StreamCycleH\x00R\vstreamCycle\x12U\n" +
-	"\x13stream_delete_query\x18' \x01(\v2#.queen.command.v1.StreamDeleteQueryH\x00R\x11streamDeleteQueryB\x06\n" +
+	"\x13stream_delete_query\x18' \x01(\v2#.queen.command.v1.StreamDeleteQueryH\x00R\x11streamDeleteQuery\x12U\n" +
+	"\x13kafka_init_producer\x18( \x01(\v2#.queen.command.v1.KafkaInitProducerH\x00R\x11kafkaInitProducer\x12E\n" +
+	"\rkafka_produce\x18) \x01(\v2\x1e.queen.command.v1.KafkaProduceH\x00R\fkafkaProduce\x12U\n" +
+	"\x13kafka_create_topics\x18* \x01(\v2#.queen.command.v1.KafkaCreateTopicsH\x00R\x11kafkaCreateTopicsB\x06\n" +
 	"\x04bodyB\x06\n" +
 	"\x04_crc\"\x06\n" +
-	"\x04Noop\"\xdc\x01\n" +
+	"\x04Noop\"\xdf\x01\n" +
+	"\n" +
+	"KafkaBatch\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\tR\tpartition\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rbase_sequence\x18\x05 \x01(\x05R\fbaseSequence\x120\n" +
+	"\x05items\x18\x06 \x03(\v2\x1a.queen.command.v1.PushItemR\x05items\"\xa6\x01\n" +
+	"\fKafkaProduce\x126\n" +
+	"\abatches\x18\x01 \x03(\v2\x1c.queen.command.v1.KafkaBatchR\abatches\x124\n" +
+	"\x16auto_create_partitions\x18\x02 \x01(\rR\x14autoCreatePartitions\x12(\n" +
+	"\x10producer_idle_us\x18\x03 \x01(\x03R\x0eproducerIdleUs\"\xdc\x01\n" +
 	"\bPushItem\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\tR\tpartition\x12%\n" +
@@ -3926,14 +4157,15 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x05TxnOp\x12-\n" +
 	"\x03ack\x18\x01 \x01(\v2\x19.queen.command.v1.AckItemH\x00R\x03ack\x120\n" +
 	"\x04push\x18\x02 \x01(\v2\x1a.queen.command.v1.PushItemH\x00R\x04pushB\x04\n" +
-	"\x02op\"\x9f\x02\n" +
+	"\x02op\"\xd6\x02\n" +
 	"\vTransaction\x12)\n" +
 	"\x03ops\x18\x01 \x03(\v2\x17.queen.command.v1.TxnOpR\x03ops\x12'\n" +
 	"\x0frequired_leases\x18\x02 \x03(\tR\x0erequiredLeases\x12&\n" +
 	"\x02kv\x18\x03 \x03(\v2\x16.queen.command.v1.KVOpR\x02kv\x12%\n" +
 	"\x0etransaction_id\x18\x04 \x01(\fR\rtransactionId\x121\n" +
 	"\x06timers\x18\x05 \x03(\v2\x19.queen.command.v1.TimerOpR\x06timers\x12:\n" +
-	"\tpositions\x18\x06 \x03(\v2\x1c.queen.command.v1.PositionOpR\tpositions\"\xad\x02\n" +
+	"\tpositions\x18\x06 \x03(\v2\x1c.queen.command.v1.PositionOpR\tpositions\x125\n" +
+	"\x05kafka\x18\a \x01(\v2\x1f.queen.command.v1.KafkaTxnGuardR\x05kafka\"\xce\x02\n" +
 	"\n" +
 	"PositionOp\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12%\n" +
@@ -3943,7 +4175,9 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\fR\bmetadata\x12F\n" +
 	"\fsubscription\x18\a \x01(\x0e2\".queen.command.v1.Pop.SubscriptionR\fsubscription\x120\n" +
-	"\x14subscription_from_us\x18\b \x01(\x03R\x12subscriptionFromUs\"\xe7\x02\n" +
+	"\x14subscription_from_us\x18\b \x01(\x03R\x12subscriptionFromUs\x12\x1f\n" +
+	"\vkafka_group\x18\t \x01(\bR\n" +
+	"kafkaGroup\"\xe7\x02\n" +
 	"\aTimerOp\x122\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1e.queen.command.v1.TimerOp.KindR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x1b\n" +
@@ -4169,7 +4403,7 @@ func file_command_commands_proto_rawDescGZIP() []byte {
 }
 
 var file_command_commands_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_command_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_command_commands_proto_goTypes = []any{
 	(AckStatus)(0),            // 0: queen.command.v1.AckStatus
 	(Pop_Subscription)(0),     // 1: queen.command.v1.Pop.Subscription
@@ -4178,110 +4412,121 @@ var file_command_commands_proto_goTypes = []any{
 	(LockOp_Kind)(0),          // 4: queen.command.v1.LockOp.Kind
 	(*Command)(nil),           // 5: queen.command.v1.Command
 	(*Noop)(nil),              // 6: queen.command.v1.Noop
-	(*PushItem)(nil),          // 7: queen.command.v1.PushItem
-	(*Push)(nil),              // 8: queen.command.v1.Push
-	(*Pop)(nil),               // 9: queen.command.v1.Pop
-	(*AckItem)(nil),           // 10: queen.command.v1.AckItem
-	(*Ack)(nil),               // 11: queen.command.v1.Ack
-	(*TxnOp)(nil),             // 12: queen.command.v1.TxnOp
-	(*Transaction)(nil),       // 13: queen.command.v1.Transaction
-	(*PositionOp)(nil),        // 14: queen.command.v1.PositionOp
-	(*TimerOp)(nil),           // 15: queen.command.v1.TimerOp
-	(*TimerBatch)(nil),        // 16: queen.command.v1.TimerBatch
-	(*FireTimers)(nil),        // 17: queen.command.v1.FireTimers
-	(*ExtendLease)(nil),       // 18: queen.command.v1.ExtendLease
-	(*Configure)(nil),         // 19: queen.command.v1.Configure
-	(*DeleteQueue)(nil),       // 20: queen.command.v1.DeleteQueue
-	(*Sweep)(nil),             // 21: queen.command.v1.Sweep
-	(*Retain)(nil),            // 22: queen.command.v1.Retain
-	(*KVOp)(nil),              // 23: queen.command.v1.KVOp
-	(*KVBatch)(nil),           // 24: queen.command.v1.KVBatch
-	(*SetSwitches)(nil),       // 25: queen.command.v1.SetSwitches
-	(*Idempotency)(nil),       // 26: queen.command.v1.Idempotency
-	(*IdempotencyRecord)(nil), // 27: queen.command.v1.IdempotencyRecord
-	(*DeleteGroup)(nil),       // 28: queen.command.v1.DeleteGroup
-	(*SetSubscription)(nil),   // 29: queen.command.v1.SetSubscription
-	(*Seek)(nil),              // 30: queen.command.v1.Seek
-	(*DrainBuffer)(nil),       // 31: queen.command.v1.DrainBuffer
-	(*BufferedPush)(nil),      // 32: queen.command.v1.BufferedPush
-	(*StateCheck)(nil),        // 33: queen.command.v1.StateCheck
-	(*AuditNote)(nil),         // 34: queen.command.v1.AuditNote
-	(*DeleteMessage)(nil),     // 35: queen.command.v1.DeleteMessage
-	(*ReplayDeadLetter)(nil),  // 36: queen.command.v1.ReplayDeadLetter
-	(*PurgeDeadLetters)(nil),  // 37: queen.command.v1.PurgeDeadLetters
-	(*RecordTrace)(nil),       // 38: queen.command.v1.RecordTrace
-	(*Locks)(nil),             // 39: queen.command.v1.Locks
-	(*LockOp)(nil),            // 40: queen.command.v1.LockOp
-	(*IndexDeadLetters)(nil),  // 41: queen.command.v1.IndexDeadLetters
-	(*StreamRegister)(nil),    // 42: queen.command.v1.StreamRegister
-	(*StreamCycle)(nil),       // 43: queen.command.v1.StreamCycle
-	(*StreamAck)(nil),         // 44: queen.command.v1.StreamAck
-	(*StreamDeleteQuery)(nil), // 45: queen.command.v1.StreamDeleteQuery
-	(*QueueOptions)(nil),      // 46: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 47: queen.command.v1.Refusal
-	(*StreamStateOp)(nil),     // 48: queen.command.v1.StreamStateOp
+	(*KafkaBatch)(nil),        // 7: queen.command.v1.KafkaBatch
+	(*KafkaProduce)(nil),      // 8: queen.command.v1.KafkaProduce
+	(*PushItem)(nil),          // 9: queen.command.v1.PushItem
+	(*Push)(nil),              // 10: queen.command.v1.Push
+	(*Pop)(nil),               // 11: queen.command.v1.Pop
+	(*AckItem)(nil),           // 12: queen.command.v1.AckItem
+	(*Ack)(nil),               // 13: queen.command.v1.Ack
+	(*TxnOp)(nil),             // 14: queen.command.v1.TxnOp
+	(*Transaction)(nil),       // 15: queen.command.v1.Transaction
+	(*PositionOp)(nil),        // 16: queen.command.v1.PositionOp
+	(*TimerOp)(nil),           // 17: queen.command.v1.TimerOp
+	(*TimerBatch)(nil),        // 18: queen.command.v1.TimerBatch
+	(*FireTimers)(nil),        // 19: queen.command.v1.FireTimers
+	(*ExtendLease)(nil),       // 20: queen.command.v1.ExtendLease
+	(*Configure)(nil),         // 21: queen.command.v1.Configure
+	(*DeleteQueue)(nil),       // 22: queen.command.v1.DeleteQueue
+	(*Sweep)(nil),             // 23: queen.command.v1.Sweep
+	(*Retain)(nil),            // 24: queen.command.v1.Retain
+	(*KVOp)(nil),              // 25: queen.command.v1.KVOp
+	(*KVBatch)(nil),           // 26: queen.command.v1.KVBatch
+	(*SetSwitches)(nil),       // 27: queen.command.v1.SetSwitches
+	(*Idempotency)(nil),       // 28: queen.command.v1.Idempotency
+	(*IdempotencyRecord)(nil), // 29: queen.command.v1.IdempotencyRecord
+	(*DeleteGroup)(nil),       // 30: queen.command.v1.DeleteGroup
+	(*SetSubscription)(nil),   // 31: queen.command.v1.SetSubscription
+	(*Seek)(nil),              // 32: queen.command.v1.Seek
+	(*DrainBuffer)(nil),       // 33: queen.command.v1.DrainBuffer
+	(*BufferedPush)(nil),      // 34: queen.command.v1.BufferedPush
+	(*StateCheck)(nil),        // 35: queen.command.v1.StateCheck
+	(*AuditNote)(nil),         // 36: queen.command.v1.AuditNote
+	(*DeleteMessage)(nil),     // 37: queen.command.v1.DeleteMessage
+	(*ReplayDeadLetter)(nil),  // 38: queen.command.v1.ReplayDeadLetter
+	(*PurgeDeadLetters)(nil),  // 39: queen.command.v1.PurgeDeadLetters
+	(*RecordTrace)(nil),       // 40: queen.command.v1.RecordTrace
+	(*Locks)(nil),             // 41: queen.command.v1.Locks
+	(*LockOp)(nil),            // 42: queen.command.v1.LockOp
+	(*IndexDeadLetters)(nil),  // 43: queen.command.v1.IndexDeadLetters
+	(*StreamRegister)(nil),    // 44: queen.command.v1.StreamRegister
+	(*StreamCycle)(nil),       // 45: queen.command.v1.StreamCycle
+	(*StreamAck)(nil),         // 46: queen.command.v1.StreamAck
+	(*StreamDeleteQuery)(nil), // 47: queen.command.v1.StreamDeleteQuery
+	(*KafkaInitProducer)(nil), // 48: queen.command.v1.KafkaInitProducer
+	(*KafkaCreateTopics)(nil), // 49: queen.command.v1.KafkaCreateTopics
+	(*KafkaTxnGuard)(nil),     // 50: queen.command.v1.KafkaTxnGuard
+	(*QueueOptions)(nil),      // 51: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 52: queen.command.v1.Refusal
+	(*StreamStateOp)(nil),     // 53: queen.command.v1.StreamStateOp
 }
 var file_command_commands_proto_depIdxs = []int32{
-	26, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
+	28, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
 	6,  // 1: queen.command.v1.Command.noop:type_name -> queen.command.v1.Noop
-	8,  // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
-	9,  // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
-	11, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
-	13, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
-	18, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
-	19, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
-	20, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
-	21, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
-	24, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
-	25, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
-	27, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
-	16, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
-	17, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
-	22, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
-	28, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
-	29, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
-	30, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
-	31, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
-	34, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
-	35, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
-	36, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
-	37, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
-	38, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
-	39, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
-	33, // 26: queen.command.v1.Command.state_check:type_name -> queen.command.v1.StateCheck
-	41, // 27: queen.command.v1.Command.index_dead_letters:type_name -> queen.command.v1.IndexDeadLetters
-	42, // 28: queen.command.v1.Command.stream_register:type_name -> queen.command.v1.StreamRegister
-	43, // 29: queen.command.v1.Command.stream_cycle:type_name -> queen.command.v1.StreamCycle
-	45, // 30: queen.command.v1.Command.stream_delete_query:type_name -> queen.command.v1.StreamDeleteQuery
-	7,  // 31: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 32: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 33: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	10, // 34: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	10, // 35: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	7,  // 36: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	12, // 37: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	23, // 38: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	15, // 39: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	14, // 40: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	1,  // 41: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 42: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	15, // 43: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	46, // 44: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 45: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	23, // 46: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	47, // 47: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	7,  // 48: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	40, // 49: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
-	4,  // 50: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
-	48, // 51: queen.command.v1.StreamCycle.ops:type_name -> queen.command.v1.StreamStateOp
-	7,  // 52: queen.command.v1.StreamCycle.pushes:type_name -> queen.command.v1.PushItem
-	44, // 53: queen.command.v1.StreamCycle.ack:type_name -> queen.command.v1.StreamAck
-	0,  // 54: queen.command.v1.StreamAck.status:type_name -> queen.command.v1.AckStatus
-	55, // [55:55] is the sub-list for method output_type
-	55, // [55:55] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	10, // 2: queen.command.v1.Command.push:type_name -> queen.command.v1.Push
+	11, // 3: queen.command.v1.Command.pop:type_name -> queen.command.v1.Pop
+	13, // 4: queen.command.v1.Command.ack:type_name -> queen.command.v1.Ack
+	15, // 5: queen.command.v1.Command.transaction:type_name -> queen.command.v1.Transaction
+	20, // 6: queen.command.v1.Command.extend_lease:type_name -> queen.command.v1.ExtendLease
+	21, // 7: queen.command.v1.Command.configure:type_name -> queen.command.v1.Configure
+	22, // 8: queen.command.v1.Command.delete_queue:type_name -> queen.command.v1.DeleteQueue
+	23, // 9: queen.command.v1.Command.sweep:type_name -> queen.command.v1.Sweep
+	26, // 10: queen.command.v1.Command.kv:type_name -> queen.command.v1.KVBatch
+	27, // 11: queen.command.v1.Command.set_switches:type_name -> queen.command.v1.SetSwitches
+	29, // 12: queen.command.v1.Command.idempotency_record:type_name -> queen.command.v1.IdempotencyRecord
+	18, // 13: queen.command.v1.Command.timers:type_name -> queen.command.v1.TimerBatch
+	19, // 14: queen.command.v1.Command.fire_timers:type_name -> queen.command.v1.FireTimers
+	24, // 15: queen.command.v1.Command.retain:type_name -> queen.command.v1.Retain
+	30, // 16: queen.command.v1.Command.delete_group:type_name -> queen.command.v1.DeleteGroup
+	31, // 17: queen.command.v1.Command.set_subscription:type_name -> queen.command.v1.SetSubscription
+	32, // 18: queen.command.v1.Command.seek:type_name -> queen.command.v1.Seek
+	33, // 19: queen.command.v1.Command.drain_buffer:type_name -> queen.command.v1.DrainBuffer
+	36, // 20: queen.command.v1.Command.audit_note:type_name -> queen.command.v1.AuditNote
+	37, // 21: queen.command.v1.Command.delete_message:type_name -> queen.command.v1.DeleteMessage
+	38, // 22: queen.command.v1.Command.replay_dead_letter:type_name -> queen.command.v1.ReplayDeadLetter
+	39, // 23: queen.command.v1.Command.purge_dead_letters:type_name -> queen.command.v1.PurgeDeadLetters
+	40, // 24: queen.command.v1.Command.record_trace:type_name -> queen.command.v1.RecordTrace
+	41, // 25: queen.command.v1.Command.locks:type_name -> queen.command.v1.Locks
+	35, // 26: queen.command.v1.Command.state_check:type_name -> queen.command.v1.StateCheck
+	43, // 27: queen.command.v1.Command.index_dead_letters:type_name -> queen.command.v1.IndexDeadLetters
+	44, // 28: queen.command.v1.Command.stream_register:type_name -> queen.command.v1.StreamRegister
+	45, // 29: queen.command.v1.Command.stream_cycle:type_name -> queen.command.v1.StreamCycle
+	47, // 30: queen.command.v1.Command.stream_delete_query:type_name -> queen.command.v1.StreamDeleteQuery
+	48, // 31: queen.command.v1.Command.kafka_init_producer:type_name -> queen.command.v1.KafkaInitProducer
+	8,  // 32: queen.command.v1.Command.kafka_produce:type_name -> queen.command.v1.KafkaProduce
+	49, // 33: queen.command.v1.Command.kafka_create_topics:type_name -> queen.command.v1.KafkaCreateTopics
+	9,  // 34: queen.command.v1.KafkaBatch.items:type_name -> queen.command.v1.PushItem
+	7,  // 35: queen.command.v1.KafkaProduce.batches:type_name -> queen.command.v1.KafkaBatch
+	9,  // 36: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 37: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 38: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	12, // 39: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	12, // 40: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	9,  // 41: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	14, // 42: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	25, // 43: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	17, // 44: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	16, // 45: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	50, // 46: queen.command.v1.Transaction.kafka:type_name -> queen.command.v1.KafkaTxnGuard
+	1,  // 47: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 48: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	17, // 49: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	51, // 50: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 51: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	25, // 52: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	52, // 53: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	9,  // 54: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	42, // 55: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 56: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	53, // 57: queen.command.v1.StreamCycle.ops:type_name -> queen.command.v1.StreamStateOp
+	9,  // 58: queen.command.v1.StreamCycle.pushes:type_name -> queen.command.v1.PushItem
+	46, // 59: queen.command.v1.StreamCycle.ack:type_name -> queen.command.v1.StreamAck
+	0,  // 60: queen.command.v1.StreamAck.status:type_name -> queen.command.v1.AckStatus
+	61, // [61:61] is the sub-list for method output_type
+	61, // [61:61] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -4291,6 +4536,7 @@ func file_command_commands_proto_init() {
 	}
 	file_command_records_proto_init()
 	file_command_streams_proto_init()
+	file_command_kafka_proto_init()
 	file_command_commands_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Noop)(nil),
 		(*Command_Push)(nil),
@@ -4322,19 +4568,22 @@ func file_command_commands_proto_init() {
 		(*Command_StreamRegister)(nil),
 		(*Command_StreamCycle)(nil),
 		(*Command_StreamDeleteQuery)(nil),
+		(*Command_KafkaInitProducer)(nil),
+		(*Command_KafkaProduce)(nil),
+		(*Command_KafkaCreateTopics)(nil),
 	}
-	file_command_commands_proto_msgTypes[7].OneofWrappers = []any{
+	file_command_commands_proto_msgTypes[9].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),
 		(*TxnOp_Push)(nil),
 	}
-	file_command_commands_proto_msgTypes[20].OneofWrappers = []any{}
+	file_command_commands_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_command_commands_proto_rawDesc), len(file_command_commands_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

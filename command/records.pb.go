@@ -884,12 +884,15 @@ func (x *LeaseRun) GetLastSeq() uint64 {
 // GroupRecord is the subscription of a consumer group to a queue (spec §5.7)
 // plus the round-robin position of its wildcard pops.
 type GroupRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          GroupRecord_Mode       `protobuf:"varint,1,opt,name=mode,proto3,enum=queen.command.v1.GroupRecord_Mode" json:"mode,omitempty"`
-	FromUs        int64                  `protobuf:"varint,2,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"`
-	CreatedUs     int64                  `protobuf:"varint,3,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
-	RrAfter       string                 `protobuf:"bytes,4,opt,name=rr_after,json=rrAfter,proto3" json:"rr_after,omitempty"` // wildcard pops scan partitions after this name
-	Conflation    GroupRecord_Conflation `protobuf:"varint,5,opt,name=conflation,proto3,enum=queen.command.v1.GroupRecord_Conflation" json:"conflation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Mode       GroupRecord_Mode       `protobuf:"varint,1,opt,name=mode,proto3,enum=queen.command.v1.GroupRecord_Mode" json:"mode,omitempty"`
+	FromUs     int64                  `protobuf:"varint,2,opt,name=from_us,json=fromUs,proto3" json:"from_us,omitempty"`
+	CreatedUs  int64                  `protobuf:"varint,3,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
+	RrAfter    string                 `protobuf:"bytes,4,opt,name=rr_after,json=rrAfter,proto3" json:"rr_after,omitempty"` // wildcard pops scan partitions after this name
+	Conflation GroupRecord_Conflation `protobuf:"varint,5,opt,name=conflation,proto3,enum=queen.command.v1.GroupRecord_Conflation" json:"conflation,omitempty"`
+	// A Kafka consumer group's (registered by a Kafka offset commit): Queen
+	// pops refuse it, as Kafka commits refuse a Queen group.
+	Kafka         bool `protobuf:"varint,6,opt,name=kafka,proto3" json:"kafka,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -957,6 +960,13 @@ func (x *GroupRecord) GetConflation() GroupRecord_Conflation {
 		return x.Conflation
 	}
 	return GroupRecord_CONFLATION_UNSET
+}
+
+func (x *GroupRecord) GetKafka() bool {
+	if x != nil {
+		return x.Kafka
+	}
+	return false
 }
 
 type DLQRecord struct {
@@ -1877,7 +1887,7 @@ const file_command_records_proto_rawDesc = "" +
 	"\x11position_metadata\x18\b \x01(\fR\x10positionMetadata\"B\n" +
 	"\bLeaseRun\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xc8\x02\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xde\x02\n" +
 	"\vGroupRecord\x126\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\".queen.command.v1.GroupRecord.ModeR\x04mode\x12\x17\n" +
 	"\afrom_us\x18\x02 \x01(\x03R\x06fromUs\x12\x1d\n" +
@@ -1886,7 +1896,8 @@ const file_command_records_proto_rawDesc = "" +
 	"\brr_after\x18\x04 \x01(\tR\arrAfter\x12H\n" +
 	"\n" +
 	"conflation\x18\x05 \x01(\x0e2(.queen.command.v1.GroupRecord.ConflationR\n" +
-	"conflation\"\x19\n" +
+	"conflation\x12\x14\n" +
+	"\x05kafka\x18\x06 \x01(\bR\x05kafka\"\x19\n" +
 	"\x04Mode\x12\a\n" +
 	"\x03ALL\x10\x00\x12\b\n" +
 	"\x04FROM\x10\x01\"I\n" +

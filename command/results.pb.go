@@ -51,6 +51,11 @@ const (
 	Reason_INTERNAL         Reason = 11 // apply refused the command with an internal error
 	Reason_RESERVED         Reason = 12
 	Reason_UNAVAILABLE      Reason = 13
+	// A Kafka producer's commit under an epoch a newer InitProducerId fenced.
+	Reason_PRODUCER_FENCED Reason = 14
+	// A position names a group of the other kind (a Kafka group's name in a
+	// Queen transaction, or the reverse).
+	Reason_GROUP_KIND Reason = 15
 )
 
 // Enum value maps for Reason.
@@ -70,6 +75,8 @@ var (
 		11: "INTERNAL",
 		12: "RESERVED",
 		13: "UNAVAILABLE",
+		14: "PRODUCER_FENCED",
+		15: "GROUP_KIND",
 	}
 	Reason_value = map[string]int32{
 		"NONE":             0,
@@ -86,6 +93,8 @@ var (
 		"INTERNAL":         11,
 		"RESERVED":         12,
 		"UNAVAILABLE":      13,
+		"PRODUCER_FENCED":  14,
+		"GROUP_KIND":       15,
 	}
 )
 
@@ -1667,15 +1676,16 @@ func (x *DeleteQueueResult) GetExisted() bool {
 }
 
 type SweepResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Leases        uint32                 `protobuf:"varint,1,opt,name=leases,proto3" json:"leases,omitempty"`
-	Kv            uint32                 `protobuf:"varint,2,opt,name=kv,proto3" json:"kv,omitempty"`
-	Messages      uint32                 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
-	Idempotency   uint32                 `protobuf:"varint,4,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
-	More          bool                   `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
-	StreamRows    uint32                 `protobuf:"varint,6,opt,name=stream_rows,json=streamRows,proto3" json:"stream_rows,omitempty"` // rows of reset or deleted stream queries
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Leases         uint32                 `protobuf:"varint,1,opt,name=leases,proto3" json:"leases,omitempty"`
+	Kv             uint32                 `protobuf:"varint,2,opt,name=kv,proto3" json:"kv,omitempty"`
+	Messages       uint32                 `protobuf:"varint,3,opt,name=messages,proto3" json:"messages,omitempty"`
+	Idempotency    uint32                 `protobuf:"varint,4,opt,name=idempotency,proto3" json:"idempotency,omitempty"`
+	More           bool                   `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"`
+	StreamRows     uint32                 `protobuf:"varint,6,opt,name=stream_rows,json=streamRows,proto3" json:"stream_rows,omitempty"`             // rows of reset or deleted stream queries
+	KafkaProducers uint32                 `protobuf:"varint,7,opt,name=kafka_producers,json=kafkaProducers,proto3" json:"kafka_producers,omitempty"` // Kafka producers idle past their time
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SweepResult) Reset() {
@@ -1746,6 +1756,13 @@ func (x *SweepResult) GetMore() bool {
 func (x *SweepResult) GetStreamRows() uint32 {
 	if x != nil {
 		return x.StreamRows
+	}
+	return 0
+}
+
+func (x *SweepResult) GetKafkaProducers() uint32 {
+	if x != nil {
+		return x.KafkaProducers
 	}
 	return 0
 }
@@ -2369,6 +2386,9 @@ type Response struct {
 	//	*Response_StreamRegister
 	//	*Response_StreamCycle
 	//	*Response_StreamDeleteQuery
+	//	*Response_KafkaInitProducer
+	//	*Response_KafkaProduce
+	//	*Response_KafkaCreateTopics
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2671,6 +2691,33 @@ func (x *Response) GetStreamDeleteQuery() *StreamDeleteQueryResult {
 	return nil
 }
 
+func (x *Response) GetKafkaInitProducer() *KafkaInitProducerResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_KafkaInitProducer); ok {
+			return x.KafkaInitProducer
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetKafkaProduce() *KafkaProduceResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_KafkaProduce); ok {
+			return x.KafkaProduce
+		}
+	}
+	return nil
+}
+
+func (x *Response) GetKafkaCreateTopics() *KafkaCreateTopicsResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_KafkaCreateTopics); ok {
+			return x.KafkaCreateTopics
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2794,6 +2841,18 @@ type Response_StreamDeleteQuery struct {
 	StreamDeleteQuery *StreamDeleteQueryResult `protobuf:"bytes,39,opt,name=stream_delete_query,json=streamDeleteQuery,proto3,oneof"`
 }
 
+type Response_KafkaInitProducer struct {
+	KafkaInitProducer *KafkaInitProducerResult `protobuf:"bytes,40,opt,name=kafka_init_producer,json=kafkaInitProducer,proto3,oneof"`
+}
+
+type Response_KafkaProduce struct {
+	KafkaProduce *KafkaProduceResult `protobuf:"bytes,41,opt,name=kafka_produce,json=kafkaProduce,proto3,oneof"`
+}
+
+type Response_KafkaCreateTopics struct {
+	KafkaCreateTopics *KafkaCreateTopicsResult `protobuf:"bytes,42,opt,name=kafka_create_topics,json=kafkaCreateTopics,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2849,6 +2908,12 @@ func (*Response_StreamRegister) isResponse_Result() {}
 func (*Response_StreamCycle) isResponse_Result() {}
 
 func (*Response_StreamDeleteQuery) isResponse_Result() {}
+
+func (*Response_KafkaInitProducer) isResponse_Result() {}
+
+func (*Response_KafkaProduce) isResponse_Result() {}
+
+func (*Response_KafkaCreateTopics) isResponse_Result() {}
 
 type DeleteGroupResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3912,7 +3977,7 @@ var File_command_results_proto protoreflect.FileDescriptor
 
 const file_command_results_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/results.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x16command/commands.proto\x1a\x15command/streams.proto\"\xd8\x02\n" +
+	"\x15command/results.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x16command/commands.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\"\xd8\x02\n" +
 	"\x0ePushItemResult\x12?\n" +
 	"\x06status\x18\x01 \x01(\x0e2'.queen.command.v1.PushItemResult.StatusR\x06status\x12\x1d\n" +
 	"\n" +
@@ -4040,7 +4105,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x04task\x18\x05 \x01(\tR\x04task\x128\n" +
 	"\aoptions\x18\x06 \x01(\v2\x1e.queen.command.v1.QueueOptionsR\aoptions\"-\n" +
 	"\x11DeleteQueueResult\x12\x18\n" +
-	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xa8\x01\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xd1\x01\n" +
 	"\vSweepResult\x12\x16\n" +
 	"\x06leases\x18\x01 \x01(\rR\x06leases\x12\x0e\n" +
 	"\x02kv\x18\x02 \x01(\rR\x02kv\x12\x1a\n" +
@@ -4048,7 +4113,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\vidempotency\x18\x04 \x01(\rR\vidempotency\x12\x12\n" +
 	"\x04more\x18\x05 \x01(\bR\x04more\x12\x1f\n" +
 	"\vstream_rows\x18\x06 \x01(\rR\n" +
-	"streamRows\"Y\n" +
+	"streamRows\x12'\n" +
+	"\x0fkafka_producers\x18\a \x01(\rR\x0ekafkaProducers\"Y\n" +
 	"\fRetainResult\x125\n" +
 	"\x06queues\x18\x01 \x03(\v2\x1d.queen.command.v1.RetainCountR\x06queues\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\fR\x04next\"\xf9\x01\n" +
@@ -4115,7 +4181,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
 	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xf9\x0e\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\x80\x11\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -4146,7 +4212,10 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12index_dead_letters\x18$ \x01(\v2(.queen.command.v1.IndexDeadLettersResultH\x00R\x10indexDeadLetters\x12Q\n" +
 	"\x0fstream_register\x18% \x01(\v2&.queen.command.v1.StreamRegisterResultH\x00R\x0estreamRegister\x12H\n" +
 	"\fstream_cycle\x18& \x01(\v2#.queen.command.v1.StreamCycleResultH\x00R\vstreamCycle\x12[\n" +
-	"\x13stream_delete_query\x18' \x01(\v2).queen.command.v1.StreamDeleteQueryResultH\x00R\x11streamDeleteQuery\x12%\n" +
+	"\x13stream_delete_query\x18' \x01(\v2).queen.command.v1.StreamDeleteQueryResultH\x00R\x11streamDeleteQuery\x12[\n" +
+	"\x13kafka_init_producer\x18( \x01(\v2).queen.command.v1.KafkaInitProducerResultH\x00R\x11kafkaInitProducer\x12K\n" +
+	"\rkafka_produce\x18) \x01(\v2$.queen.command.v1.KafkaProduceResultH\x00R\fkafkaProduce\x12[\n" +
+	"\x13kafka_create_topics\x18* \x01(\v2).queen.command.v1.KafkaCreateTopicsResultH\x00R\x11kafkaCreateTopics\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result\"m\n" +
 	"\x11DeleteGroupResult\x12-\n" +
@@ -4256,7 +4325,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\rTOO_MANY_KEYS\x10\x06\x12\x0f\n" +
 	"\vPUSH_FAILED\x10\a\"3\n" +
 	"\x17StreamDeleteQueryResult\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted*\xf9\x01\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted*\x9e\x02\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -4272,7 +4341,10 @@ const file_command_results_proto_rawDesc = "" +
 	"\x12\f\n" +
 	"\bINTERNAL\x10\v\x12\f\n" +
 	"\bRESERVED\x10\f\x12\x0f\n" +
-	"\vUNAVAILABLE\x10\rB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
+	"\vUNAVAILABLE\x10\r\x12\x13\n" +
+	"\x0fPRODUCER_FENCED\x10\x0e\x12\x0e\n" +
+	"\n" +
+	"GROUP_KIND\x10\x0fB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
 
 var (
 	file_command_results_proto_rawDescOnce sync.Once
@@ -4340,8 +4412,11 @@ var file_command_results_proto_goTypes = []any{
 	(KVOp_Kind)(0),                  // 48: queen.command.v1.KVOp.Kind
 	(*StoredOutcome)(nil),           // 49: queen.command.v1.StoredOutcome
 	(*Refusal)(nil),                 // 50: queen.command.v1.Refusal
-	(LockOp_Kind)(0),                // 51: queen.command.v1.LockOp.Kind
-	(*StreamQueryRecord)(nil),       // 52: queen.command.v1.StreamQueryRecord
+	(*KafkaInitProducerResult)(nil), // 51: queen.command.v1.KafkaInitProducerResult
+	(*KafkaProduceResult)(nil),      // 52: queen.command.v1.KafkaProduceResult
+	(*KafkaCreateTopicsResult)(nil), // 53: queen.command.v1.KafkaCreateTopicsResult
+	(LockOp_Kind)(0),                // 54: queen.command.v1.LockOp.Kind
+	(*StreamQueryRecord)(nil),       // 55: queen.command.v1.StreamQueryRecord
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
@@ -4394,20 +4469,23 @@ var file_command_results_proto_depIdxs = []int32{
 	43, // 47: queen.command.v1.Response.stream_register:type_name -> queen.command.v1.StreamRegisterResult
 	44, // 48: queen.command.v1.Response.stream_cycle:type_name -> queen.command.v1.StreamCycleResult
 	45, // 49: queen.command.v1.Response.stream_delete_query:type_name -> queen.command.v1.StreamDeleteQueryResult
-	5,  // 50: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
-	40, // 51: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
-	0,  // 52: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
-	51, // 53: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
-	6,  // 54: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
-	41, // 55: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
-	52, // 56: queen.command.v1.StreamRegisterResult.query:type_name -> queen.command.v1.StreamQueryRecord
-	7,  // 57: queen.command.v1.StreamCycleResult.failure:type_name -> queen.command.v1.StreamCycleResult.Failure
-	8,  // 58: queen.command.v1.StreamCycleResult.pushes:type_name -> queen.command.v1.PushItemResult
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	51, // 50: queen.command.v1.Response.kafka_init_producer:type_name -> queen.command.v1.KafkaInitProducerResult
+	52, // 51: queen.command.v1.Response.kafka_produce:type_name -> queen.command.v1.KafkaProduceResult
+	53, // 52: queen.command.v1.Response.kafka_create_topics:type_name -> queen.command.v1.KafkaCreateTopicsResult
+	5,  // 53: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
+	40, // 54: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
+	0,  // 55: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
+	54, // 56: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
+	6,  // 57: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
+	41, // 58: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
+	55, // 59: queen.command.v1.StreamRegisterResult.query:type_name -> queen.command.v1.StreamQueryRecord
+	7,  // 60: queen.command.v1.StreamCycleResult.failure:type_name -> queen.command.v1.StreamCycleResult.Failure
+	8,  // 61: queen.command.v1.StreamCycleResult.pushes:type_name -> queen.command.v1.PushItemResult
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -4418,6 +4496,7 @@ func file_command_results_proto_init() {
 	file_command_records_proto_init()
 	file_command_commands_proto_init()
 	file_command_streams_proto_init()
+	file_command_kafka_proto_init()
 	file_command_results_proto_msgTypes[22].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
@@ -4447,6 +4526,9 @@ func file_command_results_proto_init() {
 		(*Response_StreamRegister)(nil),
 		(*Response_StreamCycle)(nil),
 		(*Response_StreamDeleteQuery)(nil),
+		(*Response_KafkaInitProducer)(nil),
+		(*Response_KafkaProduce)(nil),
+		(*Response_KafkaCreateTopics)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -45,6 +45,7 @@ type nodeOpts struct {
 	SnapshotInterval        time.Duration
 	DefaultSubscriptionMode string // "" = the binary's default
 	RetentionIntervalMs     int
+	Kafka                   bool // the Kafka listener on, at the node's Addrs().Kafka
 	Extra                   []string
 	// DataDir, when set, is used instead of a fresh temporary directory
 	// (to start a node on a copy of another node's files).
@@ -119,7 +120,7 @@ func startNode(t testing.TB, opts nodeOpts) *node {
 		dataDir = opts.DataDir
 	}
 	pn, err := nodeproc.NewNode(nodeproc.Spec{Bin: binPath, ID: "n1", DataDir: dataDir,
-		LogPath: filepath.Join(base, "stderr.log"), Flags: opts.flags()})
+		LogPath: filepath.Join(base, "stderr.log"), Flags: opts.flags(), Kafka: opts.Kafka})
 	if err != nil {
 		t.Fatal(err)
 	}

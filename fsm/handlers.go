@@ -9,6 +9,7 @@ import (
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
+	"github.com/queen-node/queen-node/producers"
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/streams"
 	"github.com/queen-node/queen-node/timers"
@@ -132,6 +133,8 @@ func applySweep(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	res.Messages, res.More = uint32(n), res.More || more
 	n, more = streams.Sweep(c.tx, limit)
 	res.StreamRows, res.More = uint32(n), res.More || more
+	n, more = producers.Sweep(c.tx, c.now, limit)
+	res.KafkaProducers, res.More = uint32(n), res.More || more
 	return res, true
 }
 

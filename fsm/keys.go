@@ -5,6 +5,7 @@ import (
 	"github.com/queen-node/queen-node/idempotency"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/leases"
+	"github.com/queen-node/queen-node/producers"
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
 	"github.com/queen-node/queen-node/streams"
@@ -23,7 +24,7 @@ var metaKey = []byte("meta")
 var Buckets = func() []store.Bucket {
 	bs := []store.Bucket{bMeta}
 	for _, domain := range [][]store.Bucket{queue.Buckets, leases.Buckets, timers.Buckets, idempotency.Buckets,
-		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}, traces.Buckets, streams.Buckets} {
+		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}, traces.Buckets, streams.Buckets, producers.Buckets} {
 		bs = append(bs, domain...)
 	}
 	return bs

@@ -104,10 +104,10 @@ func TestAKindLackingAFactPanics(t *testing.T) {
 func TestTheFactsOfEveryKind(t *testing.T) {
 	fromNode := []string{"noop", "sweep", "retain", "idempotency_record", "fire_timers", "drain_buffer", "audit_note", "state_check", "index_dead_letters"}
 	admins := []string{"delete_queue", "delete_group", "set_switches", "purge_dead_letters", "stream_delete_query"}
-	addsData := []string{"push", "transaction", "kv", "timers", "configure", "locks", "stream_register", "stream_cycle"}
+	addsData := []string{"push", "transaction", "kv", "timers", "configure", "locks", "stream_register", "stream_cycle", "kafka_produce", "kafka_create_topics"}
 	audited := []string{"delete_queue", "delete_group", "seek", "set_subscription", "set_switches", "audit_note",
 		"replay_dead_letter", "purge_dead_letters", "delete_message", "stream_delete_query"}
-	payloads := []string{"push", "transaction", "timers", "stream_cycle"}
+	payloads := []string{"push", "transaction", "timers", "stream_cycle", "kafka_produce"}
 	refusals := []string{"kv", "locks", "timers", "transaction", "seek", "stream_delete_query", "stream_register"}
 	for _, cmd := range everyBody(t) {
 		k := KindOf(cmd)
@@ -123,7 +123,7 @@ func TestTheFactsOfEveryKind(t *testing.T) {
 			if a.Level != want {
 				t.Errorf("%s: level %d, want %d", k.Name, a.Level, want)
 			}
-			if a.Producer != (k.Name == "push" || k.Name == "timers") {
+			if a.Producer != slices.Contains([]string{"push", "timers", "kafka_produce", "kafka_init_producer"}, k.Name) {
 				t.Errorf("%s: producer %v", k.Name, a.Producer)
 			}
 		}

@@ -8,8 +8,10 @@ import (
 	"github.com/queen-node/queen-node/audit"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/idempotency"
+	"github.com/queen-node/queen-node/kafkamsg"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/leases"
+	"github.com/queen-node/queen-node/producers"
 	"github.com/queen-node/queen-node/queue"
 	"github.com/queen-node/queen-node/store"
 	"github.com/queen-node/queen-node/streams"
@@ -143,7 +145,21 @@ func (rd *Reader) TracesByName(name string, visible func(string) bool, offset, l
 	return out, total, nil
 }
 
+// open makes a stored payload what a Queen consumer reads: decrypted
+// (spec §5.12), and a Kafka record's frame as its JSON view (kafkamsg).
 func (rd *Reader) open(payload *[]byte) error {
+	if err := rd.decrypt(payload); err != nil {
+		return err
+	}
+	view, err := kafkamsg.JSONView(*payload)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	*payload = view
+	return nil
+}
+
+func (rd *Reader) decrypt(payload *[]byte) error {
 	plain, err := rd.keys.Open(*payload)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnreadable, err)
@@ -152,8 +168,27 @@ func (rd *Reader) open(payload *[]byte) error {
 	return nil
 }
 
+// StoredMessages returns messages from..to of a partition as Messages
+// does, decrypted but as stored otherwise: a Kafka record's frame stays a
+// frame (the Kafka listener's fetch), a Queen payload its JSON text.
+func (rd *Reader) StoredMessages(pid []byte, from, to uint64) ([]*command.MessageRecord, error) {
+	recs, err := rd.Reader.Messages(pid, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range recs {
+		if err := rd.decrypt(&m.Payload); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
 // ErrUnreadable: a stored payload this node cannot decrypt.
 var ErrUnreadable = errors.New("fsm: a stored payload cannot be read on this node")
+
+// KafkaProducers is how many Kafka producer states are kept.
+func (rd *Reader) KafkaProducers() uint64 { return producers.Count(rd.r) }
 
 // Meta returns the FSM's bookkeeping record.
 func (rd *Reader) Meta() *command.MetaRecord {
@@ -195,7 +230,7 @@ func (rd *Reader) KVReads(ops []*command.KVOp, now int64) *command.KVBatchResult
 
 // SweepDue reports whether a sweep entry would collect anything at now.
 func (rd *Reader) SweepDue(now int64) bool {
-	return queue.GraveyardDue(rd.r) || kvstore.HasDue(rd.r, now) || idempotency.Due(rd.r, now) || leases.Due(rd.r, now) || streams.SweepDue(rd.r)
+	return queue.GraveyardDue(rd.r) || kvstore.HasDue(rd.r, now) || idempotency.Due(rd.r, now) || leases.Due(rd.r, now) || streams.SweepDue(rd.r) || producers.SweepDue(rd.r, now)
 }
 
 // StreamQuery is the stream query of id, or nil.

@@ -106,6 +106,25 @@ func init() {
 		},
 		WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: streamRegisterRefusal})
 
+	register(&command.Command_KafkaInitProducer{}, Kind{Name: "kafka_init_producer", Apply: applyKafkaInitProducer,
+		Origin: FromClient, Access: func(*command.Command) Access { return Access{Level: auth.ReadWrite, Producer: true} },
+		Touches:  func(*command.Command, func(Touch)) {}, // an id names no queue
+		WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+
+	register(&command.Command_KafkaProduce{}, Kind{Name: "kafka_produce", Apply: applyKafkaProduce, Origin: FromClient,
+		Access:  func(*command.Command) Access { return Access{Level: auth.ReadWrite, Producer: true} },
+		Touches: kafkaProduceTouches, WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: kafkaProducePayloads,
+		Refusal: neverRefused})
+
+	register(&command.Command_KafkaCreateTopics{}, Kind{Name: "kafka_create_topics", Apply: applyKafkaCreateTopics,
+		Origin: FromClient, Access: readWrite,
+		Touches: func(cmd *command.Command, touch func(Touch)) {
+			for _, t := range cmd.GetKafkaCreateTopics().Topics {
+				touch(Queue(t.Name))
+			}
+		},
+		WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
+
 	register(&command.Command_StreamCycle{}, Kind{Name: "stream_cycle", Apply: applyStreamCycle, Origin: FromClient,
 		Access: readWrite, Touches: streamCycleTouches, WhenFull: RefusedWhenFull, Audit: notAudited,
 		Payloads: streamCyclePayloads, Refusal: neverRefused})

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/producers"
 	"github.com/queen-node/queen-node/timers"
 )
 
@@ -23,6 +24,12 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 
 	if off := transactionSwitchedOff(c.meta, cmd); off != nil {
 		return off, false
+	}
+	if g := in.Kafka; g != nil { // a Kafka producer's commit: only under its current epoch
+		if code := producers.Current(c.tx, g.ProducerId, g.ProducerEpoch); code != 0 {
+			return refuse(command.Reason_PRODUCER_FENCED, "producer "+strconv.FormatInt(g.ProducerId, 10)+" epoch "+strconv.Itoa(int(g.ProducerEpoch))+" is not current: a newer InitProducerId fenced it, or it expired")
+		}
+		producers.Touch(c.tx, g.ProducerId, c.now, g.ProducerIdleUs)
 	}
 	if at := timers.Conflict(in.Timers, c.q.Encrypts); at >= 0 {
 		return refuse(command.Reason_BAD_REQUEST, "timer "+strconv.Itoa(at)+" ("+in.Timers[at].Queue+"): encrypted is set, but the queue encrypts at rest and owns that flag")
@@ -102,8 +109,14 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	}
 	// 5. Positions: a queue that does not exist rolls everything back.
 	for i, p := range in.Positions {
-		if !c.q.SetPosition(p) {
+		ok, kindConflict := c.q.SetPosition(p)
+		switch {
+		case !ok:
 			return refuse(command.Reason_QUEUE_NOT_FOUND, "positions["+strconv.Itoa(i)+"]: queue "+p.Queue+" does not exist")
+		case kindConflict && p.KafkaGroup:
+			return refuse(command.Reason_GROUP_KIND, "consumer group "+p.ConsumerGroup+" of queue "+p.Queue+" is a Queen consumer group: a Kafka client cannot commit its offsets")
+		case kindConflict:
+			return refuse(command.Reason_GROUP_KIND, "positions["+strconv.Itoa(i)+"]: consumer group "+p.ConsumerGroup+" of queue "+p.Queue+" is a Kafka consumer group: its offsets are committed by Kafka clients")
 		}
 		results = append(results, &command.TxnItemResult{Type: command.TxnItemResult_POSITION, Success: true, OpIndex: uint32(i)})
 	}

@@ -60,6 +60,7 @@ var forwardErrors = []struct {
 	{cluster.ErrInternal, "internal"},
 	{cluster.ErrOverloaded, "overloaded"},
 	{cluster.ErrStorageFull, "storage_full"},
+	{cluster.ErrKafkaGroup, "kafka_group"},
 	{idempotency.ErrInFlight, "in_flight"},
 }
 

@@ -52,6 +52,8 @@ type Spec struct {
 	// --tls-cert and --tls-key): URL is https:// and nodeproc's own
 	// requests use this client configuration.
 	ClientTLS *tls.Config
+	// Kafka turns the node's Kafka listener on, at Addrs.Kafka.
+	Kafka bool
 	// Token, when set, is sent as a bearer token on nodeproc's own
 	// requests (a node with JWT on; /health needs none).
 	Token string
@@ -154,6 +156,9 @@ func (n *Node) Args() []string {
 		"--bootstrap-expect", strconv.Itoa(expect)}
 	if join != "" && join != a.Gossip {
 		args = append(args, "--join", join)
+	}
+	if n.spec.Kafka && a.Kafka != "" {
+		args = append(args, "--kafka-addr", a.Kafka)
 	}
 	return append(args, n.spec.Flags...)
 }

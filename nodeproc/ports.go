@@ -10,28 +10,29 @@ import (
 	"strings"
 )
 
-// Addrs are a node's four listen addresses, host:port each. Other nodes
-// and clients reach the node at the same addresses (--advertise-addr is not
-// used).
+// Addrs are a node's listen addresses, host:port each. Other nodes and
+// clients reach the node at the same addresses (--advertise-addr is not
+// used). Kafka is passed as --kafka-addr only when the Spec asks for the
+// Kafka listener.
 type Addrs struct {
-	HTTP, GRPC, Raft, Gossip string
+	HTTP, GRPC, Raft, Gossip, Kafka string
 }
 
 // AddrsAt is host with the ports first (HTTP), first+1 (gRPC), first+2
-// (Raft) and first+3 (gossip): AddrsAt(ip, 6632) are queen-node's default
-// ports on ip.
+// (Raft), first+3 (gossip) and first+4 (Kafka): AddrsAt(ip, 6632) are
+// queen-node's default ports on ip.
 func AddrsAt(host string, first int) Addrs {
 	at := func(i int) string { return net.JoinHostPort(host, strconv.Itoa(first+i)) }
-	return Addrs{HTTP: at(0), GRPC: at(1), Raft: at(2), Gossip: at(3)}
+	return Addrs{HTTP: at(0), GRPC: at(1), Raft: at(2), Gossip: at(3), Kafka: at(4)}
 }
 
-func (a Addrs) list() []string { return []string{a.HTTP, a.GRPC, a.Raft, a.Gossip} }
+func (a Addrs) list() []string { return []string{a.HTTP, a.GRPC, a.Raft, a.Gossip, a.Kafka} }
 
 // lowestPort is the bottom of the range FreeAddrs draws from; the top is
 // the bottom of the kernel's ephemeral range.
 const lowestPort = 10000
 
-// FreeAddrs picks the addresses of n nodes on 127.0.0.1: 4n distinct ports
+// FreeAddrs picks the addresses of n nodes on 127.0.0.1: 5n distinct ports
 // that are free on TCP and on UDP (memberlist uses both on the gossip
 // port), none of them in avoid. The ports lie below the kernel's ephemeral
 // range (net.ipv4.ip_local_port_range), so no outgoing connection is ever
@@ -71,7 +72,7 @@ func FreeAddrs(n int, avoid map[string]bool) ([]Addrs, error) {
 	}
 	out := make([]Addrs, n)
 	for i := range out {
-		var a [4]string
+		var a [5]string
 		for j := range a {
 			p, err := pick()
 			if err != nil {
@@ -79,7 +80,7 @@ func FreeAddrs(n int, avoid map[string]bool) ([]Addrs, error) {
 			}
 			a[j] = p
 		}
-		out[i] = Addrs{HTTP: a[0], GRPC: a[1], Raft: a[2], Gossip: a[3]}
+		out[i] = Addrs{HTTP: a[0], GRPC: a[1], Raft: a[2], Gossip: a[3], Kafka: a[4]}
 	}
 	return out, nil
 }

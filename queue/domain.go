@@ -143,6 +143,7 @@ type groupState struct {
 	key   []byte
 	rec   *command.GroupRecord
 	dirty bool
+	made  bool // registered by this entry
 }
 
 // queue returns the queue's state, or nil when it does not exist.

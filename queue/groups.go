@@ -116,29 +116,37 @@ func (t *Tx) Seek(in *command.Seek) *command.SeekResult {
 // missing, a group the queue does not know is registered as a first pop
 // would register it, and the group's lease there is released. A position
 // beyond the partition's end puts the group at the end; one before its
-// first message, at its first. ok=false: the queue does not exist.
-func (t *Tx) SetPosition(in *command.PositionOp) (ok bool) {
+// first message, at its first. A position of a Kafka commit registers a
+// Kafka group. ok=false: the queue does not exist; kindConflict: the group
+// is of the other kind (a Kafka commit of a Queen group, or the reverse).
+func (t *Tx) SetPosition(in *command.PositionOp) (ok, kindConflict bool) {
 	qs := t.queue(in.Queue)
 	if qs == nil {
-		return false
+		return false, false
 	}
-	t.registerGroup(in.Queue, in.ConsumerGroup, in.Subscription, in.SubscriptionFromUs)
+	gs := t.registerGroup(in.Queue, in.ConsumerGroup, in.Subscription, in.SubscriptionFromUs)
+	if gs.made && in.KafkaGroup {
+		gs.rec.Kafka = true
+	}
+	if gs.rec.Kafka != in.KafkaGroup {
+		return true, true
+	}
 	ps := t.ensurePartition(in.Queue, in.Partition)
 	cs := t.cursor(ps.rec.Id, in.ConsumerGroup)
 	if in.Forget {
 		if cs.fresh {
-			return true
+			return true, false
 		}
 		t.moveCursor(qs, ps, cs, in.ConsumerGroup, ps.rec.FirstSeq-1)
 		cs.dirty = false
 		t.tx.Delete(bCursors, cs.key)
 		delete(t.cursors, string(cs.key))
-		return true
+		return true, false
 	}
 	consumed := min(max(in.Offset, 1)-1, ps.rec.NextSeq-1)
 	t.moveCursor(qs, ps, cs, in.ConsumerGroup, max(consumed, ps.rec.FirstSeq-1))
 	cs.rec.PositionMetadata = in.Metadata
-	return true
+	return true, false
 }
 
 // DeleteGroup drops a group's cursors and leases in one queue or in all

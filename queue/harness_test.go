@@ -149,7 +149,7 @@ func (h *domain) positions(ops ...*command.PositionOp) bool {
 	ok := true
 	h.entry(func(tx *Tx) bool {
 		for _, op := range ops {
-			if !tx.SetPosition(op) {
+			if found, conflict := tx.SetPosition(op); !found || conflict {
 				ok = false
 				break
 			}

@@ -144,6 +144,9 @@ func (t *Tx) Pop(in *command.Pop, popMaintenance bool, rule ConflationRule) *com
 		// First contact of this group with this queue records where it
 		// starts, even if this pop finds nothing (spec §5.7).
 		gs := t.registerGroup(qname, group, in.Subscription, in.SubscriptionFromUs)
+		if gs.rec.Kafka {
+			continue // a Kafka group's (the front ends refuse the pop; apply takes nothing)
+		}
 		if rule == GroupPolicy && gs.rec.Conflation == command.GroupRecord_CONFLATION_UNSET {
 			gs.rec.Conflation = registeredPolicy(qs.rec.Options, in) // a group registered before policies were stored: now
 			gs.dirty = true
@@ -311,6 +314,7 @@ func (t *Tx) registerGroup(queue, group string, sub command.Pop_Subscription, fr
 		return gs
 	}
 	gs.rec = &command.GroupRecord{CreatedUs: t.now}
+	gs.made = true
 	switch sub {
 	case command.Pop_NEW:
 		gs.rec.Mode, gs.rec.FromUs = command.GroupRecord_FROM, t.now

@@ -152,6 +152,9 @@ func (rd *Reader) PopReadiness(in *command.Pop, now int64, limit int) PopReadine
 		if g == nil {
 			return PopReadiness{Ready: true, Partitions: 1} // first contact is recorded by an entry
 		}
+		if g.Kafka {
+			continue // a Kafka group's: a Queen pop takes nothing of it
+		}
 		check := func(p *command.PartitionRecord) bool {
 			cur := rd.Cursor(p.Id, group)
 			if cur == nil {

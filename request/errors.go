@@ -145,6 +145,7 @@ var engineErrors = []struct {
 	{cluster.ErrBadBackup, Invalid, "bad_backup", ""},
 	{cluster.ErrOverloaded, Overloaded, "overloaded", "overloaded: this node has too many writes in flight; retry after a while"},
 	{cluster.ErrStorageFull, StorageFull, "storage_full", "storage full: the data disk is nearly full; free space or add capacity"},
+	{cluster.ErrKafkaGroup, Conflict, "kafka_group", ""},
 	{idempotency.ErrInFlight, Conflict, "idempotency_key_in_flight", ""},
 	{idempotency.ErrKeyReused, KeyReused, "idempotency_key_reused", ""},
 	{idempotency.ErrKeyTooLong, Invalid, "", ""},

@@ -54,6 +54,7 @@ type config struct {
 	PeerTLSCA               string
 	RequireSecure           bool
 	TestHooks               bool
+	Kafka                   kafkaConfig
 
 	retentionMs, timerTickMs int // the ms flags, before they become durations
 }
@@ -99,6 +100,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.Float64Var(&c.ScrubRateMB, "scrub-rate-mb", 4, "MiB per second the background scrub reads of the message files to check every record against its checksum (from the start, then a pass every --scrub-interval); 0 = no scrub")
 	fs.DurationVar(&c.ScrubInterval, "scrub-interval", time.Hour, "pause between the end of one scrub pass and the next")
 	c.jwtFlags(fs)
+	kafkaChecks := c.Kafka.flags(fs)
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "certificate file (PEM) of the HTTP and gRPC APIs; with --tls-key both serve TLS, rereading the pair when it changes or on SIGHUP")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "private key file (PEM) of --tls-cert")
 	fs.StringVar(&c.PeerTLSCert, "peer-tls-cert", "", "this node's certificate (PEM) for mutual TLS with the other nodes on Raft and forwarding (and TLS on the gRPC port)")
@@ -110,7 +112,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
-	return []check{
+	return append(kafkaChecks, []check{
 		{"bootstrap-expect", func() error { return atLeast(c.BootstrapExpect, 1) }},
 		{"default-subscription-mode", func() error { return oneOf(c.DefaultSubscriptionMode, "new", "all") }},
 		{"max-body-bytes", func() error { return atLeast(c.MaxBodyBytes, 1024) }},
@@ -143,7 +145,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 			return nil
 		}},
 		{"log-level", func() error { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
-	}
+	}...)
 }
 
 // check validates one flag's value after parsing.

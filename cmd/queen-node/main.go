@@ -138,6 +138,17 @@ func run(args []string) error {
 		return fmt.Errorf("grpc listener: %w", err)
 	}
 
+	kafkaLn, kafkaAdv, err := kafkaListener(cfg, verifier)
+	if err != nil {
+		httpLn.Close()
+		grpcLn.Close()
+		return err
+	}
+	kafkaTLSCfg, err := kafkaTLS(cfg, certs)
+	if err != nil {
+		return err
+	}
+
 	resync := make(chan struct{}, 1)
 	node, err := cluster.Start(cluster.Config{
 		OnResync: func() {
@@ -149,7 +160,7 @@ func run(args []string) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftAddr: cfg.RaftAddr, RaftAdvertise: adv.raft,
 		BootstrapExpect: cfg.BootstrapExpect, Logger: log, Registry: reg,
 		GossipAddr: cfg.GossipAddr, GossipAdvertise: adv.gossip, Join: cfg.Join,
-		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc,
+		HTTPAdvertise: adv.http, GRPCAdvertise: adv.grpc, KafkaAdvertise: kafkaAdv,
 		SweepInterval: cfg.RetentionInterval, PartitionIdle: cfg.PartitionCleanup, TimerTick: cfg.TimerTick,
 		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20,
 		ScrubRate: cfg.ScrubRateMB * (1 << 20), ScrubInterval: cfg.ScrubInterval, GossipKeys: gossipKeys, PeerTLS: peer, Keys: keys,
@@ -207,6 +218,10 @@ func run(args []string) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(httpLn) }()
+	var kafkaSrv interface{ Close() error }
+	if kafkaLn != nil {
+		kafkaSrv = startKafka(cfg, kafkaLn, kafkaAdv, node, verifier, kafkaTLSCfg, reg, log)
+	}
 	log.Info("queen-node started", "node", cfg.NodeID, "http", cfg.HTTPAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 
 	restarting := false
@@ -236,6 +251,9 @@ wait:
 		log.Warn("http shutdown", "err", err)
 	}
 	grpcSrv.GracefulStop()
+	if kafkaSrv != nil {
+		kafkaSrv.Close()
+	}
 	if err := node.Shutdown(); err != nil {
 		return fmt.Errorf("node shutdown: %w", err)
 	}

@@ -13,7 +13,10 @@ import (
 // without --peer-tls-*, gossip without --gossip-keyring).
 func exposure(c *config) []string {
 	var open []string
-	for _, l := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"grpc", c.GRPCAddr}, {"raft", c.RaftAddr}, {"gossip", c.GossipAddr}} {
+	for _, l := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"grpc", c.GRPCAddr}, {"raft", c.RaftAddr}, {"gossip", c.GossipAddr}, {"kafka", c.Kafka.Addr}} {
+		if l.addr == "" {
+			continue // a listener that is off
+		}
 		if !loopback(l.addr) {
 			open = append(open, l.name+"="+l.addr)
 		}
@@ -28,6 +31,14 @@ func exposure(c *config) []string {
 	}
 	if !loopback(c.HTTPAddr) && c.TLSCert == "" {
 		w = append(w, "the HTTP API serves "+c.HTTPAddr+" without TLS")
+	}
+	if k := c.Kafka; k.Addr != "" && !loopback(k.Addr) {
+		if k.TLSCert == "" && c.TLSCert == "" {
+			w = append(w, "the Kafka listener serves "+k.Addr+" without TLS")
+		}
+		if c.JWT.Enabled && k.Trusted {
+			w = append(w, "the Kafka listener on "+k.Addr+" lets clients in without SASL (--kafka-trusted-network)")
+		}
 	}
 	var clear []string
 	if !loopback(c.GRPCAddr) && c.PeerTLSCert == "" {

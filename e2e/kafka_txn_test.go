@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The consume-transform-produce loop of a franz-go GroupTransactSession:
+// a transaction's outputs and its input offsets commit in one entry, an
+// aborted transaction leaves neither, and read_committed and
+// read_uncommitted consumers read the same records.
+func TestKafkaTransactionsCommitOutputsAndOffsetsTogether(t *testing.T) {
+	_, addr := startKafkaNode(t)
+	admin := kafkaClient(t, []string{addr})
+	createTopic(t, admin, "orders", 2)
+	createTopic(t, admin, "charges", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	prod := kafkaClient(t, []string{addr})
+	for i := 0; i < 20; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "orders", Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf(`{"order":%d}`, i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("charger-1"),
+		kgo.ConsumerGroup("charger"), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.TransactionTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	// One aborted transaction first: it must leave nothing.
+	fs := sess.PollFetches(ctx)
+	if err := fs.Err0(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	fs.EachRecord(func(r *kgo.Record) {
+		sess.Produce(ctx, &kgo.Record{Topic: "charges", Key: r.Key, Value: []byte(`{"aborted":true}`)}, nil)
+	})
+	if committed, err := sess.End(ctx, kgo.TryAbort); err != nil || committed {
+		t.Fatalf("abort: committed=%v err=%v", committed, err)
+	}
+	if n := countRecords(t, addr, "charges", kgo.ReadUncommitted()); n != 0 {
+		t.Fatalf("an aborted transaction left %d records", n)
+	}
+
+	// Then commit until every order is charged once.
+	charged := 0
+	for charged < 20 && ctx.Err() == nil {
+		fs := sess.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			sess.Produce(ctx, &kgo.Record{Topic: "charges", Key: r.Key, Value: []byte(`{"charged":` + string(r.Key) + `}`)}, nil)
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if committed {
+			charged += n
+		}
+	}
+	for _, level := range []kgo.IsolationLevel{kgo.ReadCommitted(), kgo.ReadUncommitted()} {
+		if n := countRecords(t, addr, "charges", level); n != 20 {
+			t.Fatalf("%d charges, want 20", n)
+		}
+	}
+	offs, err := kadm.NewClient(admin).FetchOffsets(ctx, "charger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At - 1 })
+	if total != 20 {
+		t.Fatalf("the input offsets moved past %d orders, want 20", total)
+	}
+}
+
+// countRecords reads a topic from the start to its end.
+func countRecords(t *testing.T, addr, topic string, level kgo.IsolationLevel) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, []string{addr}, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(level))
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	ends.Each(func(o kadm.ListedOffset) { want += int(o.Offset - 1) })
+	n := 0
+	for n < want && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(*kgo.Record) { n++ })
+	}
+	return n
+}

@@ -1,0 +1,78 @@
+package kafka
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/queen-node/queen-node/auth"
+)
+
+// SASL: PLAIN (the password is a queen-node JWT; the user name is only
+// logged) and OAUTHBEARER (the bearer token is one), both checked by the
+// node's own verifier, so a Kafka call holds the token's role and queues
+// scope as an HTTP call does. The connection acts as that identity from
+// then on. Only the framed form (SaslHandshake v1 + SaslAuthenticate) is
+// served.
+
+var mechanisms = []string{"PLAIN", "OAUTHBEARER"}
+
+func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = mechanisms
+	for _, m := range mechanisms {
+		if strings.EqualFold(r.Mechanism, m) {
+			c.mech = m
+			return resp
+		}
+	}
+	resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+	return resp
+}
+
+// saslAuthenticate checks the token; a failure is answered and the
+// connection closed, as a Kafka broker does.
+func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response, bool) {
+	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	fail := func(msg string) (kmsg.Response, bool) {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr(msg)
+		c.s.log.Warn("kafka: SASL authentication failed", "remote", c.remote, "mechanism", c.mech, "reason", msg)
+		return resp, false
+	}
+	var token string
+	switch c.mech {
+	case "PLAIN":
+		parts := bytes.Split(r.SASLAuthBytes, []byte{0})
+		if len(parts) != 3 {
+			return fail("a PLAIN message is authzid NUL user NUL password")
+		}
+		token = string(parts[2])
+	case "OAUTHBEARER":
+		// RFC 7628: gs2-header, then kvpairs separated by 0x01.
+		for _, kv := range bytes.Split(r.SASLAuthBytes, []byte{1}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("auth=")); ok {
+				token = string(v)
+			}
+		}
+		if token == "" {
+			return fail("an OAUTHBEARER message without auth=Bearer <token>")
+		}
+	default:
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return resp, false
+	}
+	if c.s.cfg.Auth == nil { // JWT off: every caller is let in, as over HTTP
+		c.authed = true
+		return resp, true
+	}
+	id, aerr := c.s.cfg.Auth.Authenticate(token)
+	if aerr != nil {
+		return fail(aerr.Msg)
+	}
+	c.ctx = auth.WithIdentity(c.ctx, id)
+	c.authed = true
+	return resp, true
+}

@@ -1,0 +1,400 @@
+package kafka
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/fsm"
+)
+
+// Transactions: the coordinator of every transaction is the Raft leader.
+// A transactional producer's records and its TxnOffsetCommit offsets are
+// staged here, in memory, and EndTxn(commit) writes them as ONE
+// Transaction entry (pushes + positions, guarded by the producer's epoch):
+// the outputs appear and the input offsets move together, or neither.
+// Abort, a fenced epoch, a timeout and a failover before the commit entry
+// write nothing: nothing staged was ever in the log.
+//
+// A coordinator knows a transaction whole only if it saw it begin (after
+// InitProducerId or the previous EndTxn, in its current term). One it
+// meets halfway — it became leader while the producer was staging on the
+// old one — is doomed: its commit is answered TRANSACTION_ABORTABLE, never
+// success, and its abort starts the producer clean.
+
+type txnPartition struct {
+	topic     string
+	partition int32
+}
+
+type txnState struct {
+	id       string
+	producer int64
+	epoch    int16
+	timeout  time.Duration
+	term     uint64 // the coordinator's term when it saw the transaction begin
+	doomed   string // why the commit must fail ("" = the coordinator holds all of it)
+	begun    time.Time
+	open     bool // something was added since the last EndTxn
+	pushes   []*command.TxnOp
+	seen     map[txnPartition]map[int32]bool // base sequences staged (a retried produce)
+	offsets  map[string]map[txnPartition]*command.PositionOp
+	groups   map[string]bool
+	records  int
+	bytes    int
+}
+
+type txnCoordinator struct {
+	s      *Server
+	mu     sync.Mutex
+	txns   map[string]*txnState
+	staged int // bytes staged by every open transaction
+}
+
+func newTxnCoordinator(s *Server) *txnCoordinator {
+	return &txnCoordinator{s: s, txns: map[string]*txnState{}}
+}
+
+// run dooms transactions open past their timeout and forgets everything
+// when this node stops leading.
+func (t *txnCoordinator) run(done <-chan struct{}) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		leader := t.s.node.IsLeader()
+		t.mu.Lock()
+		for id, st := range t.txns {
+			switch {
+			case !leader:
+				t.drop(st)
+				delete(t.txns, id)
+			case st.open && st.doomed == "" && time.Since(st.begun) > st.timeout:
+				t.s.log.Warn("kafka: a transaction ran past its timeout: aborted", "transactional_id", id, "timeout", st.timeout)
+				st.doomed = "the transaction ran past its timeout (" + st.timeout.String() + ")"
+				t.release(st)
+			}
+		}
+		t.report()
+		t.mu.Unlock()
+	}
+}
+
+func (t *txnCoordinator) report() {
+	t.s.cfg.Metrics.openTxns.Set(float64(len(t.txns)))
+	t.s.cfg.Metrics.staged.Set(float64(t.staged))
+}
+
+// release forgets what st staged (it keeps st itself).
+func (t *txnCoordinator) release(st *txnState) {
+	t.staged -= st.bytes
+	st.pushes, st.offsets, st.seen, st.groups = nil, nil, nil, nil
+	st.records, st.bytes = 0, 0
+}
+
+func (t *txnCoordinator) drop(st *txnState) { t.release(st) }
+
+func (t *txnCoordinator) term() uint64 { return t.s.node.Status().Term }
+
+// state finds the transaction a call names, checking its producer id and
+// epoch; one this coordinator did not see begin is made, doomed. code is
+// the Kafka error when the call may not go on.
+func (t *txnCoordinator) state(id string, producer int64, epoch int16) (*txnState, int16) {
+	if !t.s.node.IsLeader() {
+		return nil, kerr.NotCoordinator.Code
+	}
+	st := t.txns[id]
+	if st != nil && st.term != t.term() {
+		t.drop(st)
+		st = nil
+	}
+	if st == nil {
+		st = &txnState{id: id, producer: producer, epoch: epoch, term: t.term(), timeout: time.Minute,
+			doomed: "this node became the transaction coordinator while the transaction was open"}
+		t.txns[id] = st
+	}
+	switch {
+	case producer != st.producer:
+		return nil, kerr.InvalidProducerIDMapping.Code
+	case epoch < st.epoch:
+		return nil, kerr.ProducerFenced.Code
+	case epoch > st.epoch:
+		// a newer epoch than this coordinator handed out: InitProducerId
+		// ran on another leader; the log's epoch decides at commit
+		st.epoch, st.doomed = epoch, "this node did not see the transaction begin"
+	}
+	if !st.open {
+		st.open, st.begun = true, time.Now()
+	}
+	return st, 0
+}
+
+func (t *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProducerIDRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	in := &command.KafkaInitProducer{MaxProducers: uint32(t.s.cfg.Limits.MaxProducers), IdleUs: t.s.cfg.Limits.ProducerIdle.Microseconds()}
+	if r.TransactionalID != nil {
+		timeout := time.Duration(r.TransactionTimeoutMillis) * time.Millisecond
+		switch {
+		case *r.TransactionalID == "":
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp
+		case !t.s.node.IsLeader():
+			resp.ErrorCode = kerr.NotCoordinator.Code
+			return resp
+		case timeout <= 0 || timeout > t.s.cfg.Limits.TxnMaxTimeout:
+			resp.ErrorCode = kerr.InvalidTransactionTimeout.Code
+			return resp
+		}
+		in.TransactionalId, in.TxnTimeoutMs = *r.TransactionalID, r.TransactionTimeoutMillis
+	}
+	res, _, err := t.s.pipe.Write(ctx, callOf(ctx), &command.Command{Body: &command.Command_KafkaInitProducer{KafkaInitProducer: in}})
+	out, ok := res.(*command.KafkaInitProducerResult)
+	if err != nil || !ok {
+		resp.ErrorCode = codeOf(err, kerr.TransactionalIDAuthorizationFailed.Code)
+		if resp.ErrorCode == kerr.NotLeaderForPartition.Code {
+			resp.ErrorCode = kerr.NotCoordinator.Code
+		}
+		return resp
+	}
+	if out.ErrorCode != 0 {
+		resp.ErrorCode = int16(out.ErrorCode)
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = out.ProducerId, int16(out.ProducerEpoch)
+	if r.TransactionalID != nil { // a clean start: whatever an older epoch staged is gone
+		t.mu.Lock()
+		if old := t.txns[in.TransactionalId]; old != nil {
+			t.drop(old)
+		}
+		t.txns[in.TransactionalId] = &txnState{id: in.TransactionalId, producer: out.ProducerId, epoch: int16(out.ProducerEpoch),
+			term: t.term(), timeout: time.Duration(in.TxnTimeoutMs) * time.Millisecond}
+		t.report()
+		t.mu.Unlock()
+	}
+	return resp
+}
+
+func (t *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	t.mu.Lock()
+	_, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	t.mu.Unlock()
+	var known map[txnPartition]bool
+	if code == 0 {
+		known = t.knownPartitions(ctx, r)
+	}
+	for _, topic := range r.Topics {
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = topic.Topic
+		for _, p := range topic.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition = p
+			switch {
+			case code != 0:
+				rp.ErrorCode = code
+			case !visible(ctx, topic.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case !known[txnPartition{topic.Topic, p}]:
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (t *txnCoordinator) knownPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) map[txnPartition]bool {
+	known := map[txnPartition]bool{}
+	_ = t.s.node.Read(ctx, cluster.Stale, func(rd *fsm.Reader) error {
+		for _, topic := range r.Topics {
+			for _, p := range topic.Partitions {
+				if _, ok := topicPartition(rd, topic.Topic, p); ok {
+					known[txnPartition{topic.Topic, p}] = true
+				}
+			}
+		}
+		return nil
+	})
+	return known
+}
+
+func (t *txnCoordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if why := validGroup(r.Group); why != "" {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	if code == 0 && st.doomed == "" {
+		if st.groups == nil {
+			st.groups = map[string]bool{}
+		}
+		st.groups[r.Group] = true
+	}
+	resp.ErrorCode = code
+	return resp
+}
+
+// stage holds a transactional batch until its transaction ends.
+func (t *txnCoordinator) stage(ctx context.Context, id *string, b ProducedBatch, topic string, partition int32) int16 {
+	if id == nil || *id == "" {
+		return kerr.InvalidTxnState.Code
+	}
+	kb := kafkaBatch(topic, partition, b)
+	// the same authorisation the commit entry will pass, checked now
+	if err := t.s.pipe.Authorize(ctx, &command.Command{Body: &command.Command_KafkaProduce{KafkaProduce: &command.KafkaProduce{
+		Batches: []*command.KafkaBatch{kb}}}}); err != nil {
+		return codeOf(err, kerr.TopicAuthorizationFailed.Code)
+	}
+	size := 0
+	for _, it := range kb.Items {
+		size += len(it.Payload) + len(it.TransactionId) + 64
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, code := t.state(*id, b.ProducerID, b.ProducerEpoch)
+	if code != 0 {
+		return code
+	}
+	tp := txnPartition{topic, partition}
+	if st.seen[tp][b.BaseSequence] {
+		return 0 // a retried produce: staged already
+	}
+	switch {
+	case st.doomed != "":
+		return 0 // answered at EndTxn: nothing of it will commit
+	case st.records+len(kb.Items) > t.s.cfg.Limits.TxnMaxRecords || st.bytes+size > t.s.cfg.Limits.TxnMaxBytes:
+		return kerr.MessageTooLarge.Code // one transaction must stay below the log's largest entry
+	case t.staged+size > t.s.cfg.Limits.OpenTxnMaxBytes:
+		return kerr.PolicyViolation.Code
+	}
+	if st.seen == nil {
+		st.seen = map[txnPartition]map[int32]bool{}
+	}
+	if st.seen[tp] == nil {
+		st.seen[tp] = map[int32]bool{}
+	}
+	st.seen[tp][b.BaseSequence] = true
+	for _, it := range kb.Items {
+		st.pushes = append(st.pushes, &command.TxnOp{Op: &command.TxnOp_Push{Push: it}})
+	}
+	st.records += len(kb.Items)
+	st.bytes += size
+	t.staged += size
+	t.report()
+	return 0
+}
+
+func (t *txnCoordinator) offsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	var items []commitItem
+	for _, topic := range r.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = topic.Topic
+		rt.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(topic.Partitions))
+		resp.Topics = append(resp.Topics, rt)
+	}
+	groupCode := int16(0)
+	if validGroup(r.Group) != "" {
+		groupCode = kerr.InvalidGroupID.Code
+	} else if r.Generation >= 0 {
+		groupCode = t.s.groups.checkGeneration(r.Group, r.MemberID, r.Generation)
+	}
+	for ti, topic := range r.Topics {
+		for pi, p := range topic.Partitions {
+			rp := &resp.Topics[ti].Partitions[pi]
+			rp.Partition, rp.ErrorCode = p.Partition, groupCode
+			items = append(items, commitItem{code: &rp.ErrorCode, op: positionOp(r.Group, topic.Topic, p.Partition, p.Offset, p.Metadata)})
+		}
+	}
+	t.s.checkPartitions(ctx, items)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	for _, it := range items {
+		switch {
+		case *it.code != 0:
+		case code != 0:
+			*it.code = code
+		case st.doomed == "":
+			if st.offsets == nil {
+				st.offsets = map[string]map[txnPartition]*command.PositionOp{}
+			}
+			if st.offsets[r.Group] == nil {
+				st.offsets[r.Group] = map[txnPartition]*command.PositionOp{}
+			}
+			n, _ := strconv.Atoi(it.op.Partition)
+			st.offsets[r.Group][txnPartition{it.op.Queue, int32(n)}] = it.op
+		}
+	}
+	return resp
+}
+
+func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	t.mu.Lock()
+	st, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	if code != 0 {
+		t.mu.Unlock()
+		resp.ErrorCode = code
+		return resp
+	}
+	pushes, positions, doomed := st.pushes, st.positions(), st.doomed
+	t.release(st)
+	st.open, st.doomed = false, "" // whatever the answer, the next transaction starts clean here
+	t.report()
+	t.mu.Unlock()
+	if !r.Commit {
+		return resp // nothing staged was ever in the log
+	}
+	if doomed != "" {
+		t.s.log.Warn("kafka: a transaction's commit refused: abort it and retry", "transactional_id", r.TransactionalID, "why", doomed)
+		resp.ErrorCode = kerr.TransactionAbortable.Code
+		return resp
+	}
+	guard := &command.KafkaTxnGuard{ProducerId: r.ProducerID, ProducerEpoch: int32(r.ProducerEpoch), TransactionalId: r.TransactionalID,
+		ProducerIdleUs: t.s.cfg.Limits.ProducerIdle.Microseconds()}
+	var items []commitItem
+	for _, p := range positions {
+		code := int16(0)
+		items = append(items, commitItem{code: &code, op: p})
+	}
+	code = t.s.commitPositions(ctx, items, guard, pushes)
+	switch {
+	case code == kerr.RequestTimedOut.Code || code == kerr.NotLeaderForPartition.Code:
+		// the commit entry's fate is not known here: franz-go and
+		// librdkafka then rewind to the committed offsets, which moved
+		// only if the outputs were written
+		resp.ErrorCode = kerr.UnknownServerError.Code
+	case code != 0:
+		resp.ErrorCode = code
+	}
+	return resp
+}
+
+// positions are the offsets staged, in a fixed order.
+func (st *txnState) positions() []*command.PositionOp {
+	var out []*command.PositionOp
+	for _, byTP := range st.offsets {
+		for _, op := range byTP {
+			out = append(out, op)
+		}
+	}
+	sortPositions(out)
+	return out
+}
+
