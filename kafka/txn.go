@@ -397,4 +397,3 @@ func (st *txnState) positions() []*command.PositionOp {
 	sortPositions(out)
 	return out
 }
-

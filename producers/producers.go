@@ -39,7 +39,9 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 func idKey(id int64) []byte { return u64(uint64(id)) }
 
-func expiryKey(us, id int64) []byte { return binary.BigEndian.AppendUint64(u64(uint64(us)), uint64(id)) }
+func expiryKey(us, id int64) []byte {
+	return binary.BigEndian.AppendUint64(u64(uint64(us)), uint64(id))
+}
 
 func seqKey(id int64, pid []byte) []byte { return append(idKey(id), pid...) }
 
@@ -66,7 +68,9 @@ func Producer(r store.Reader, id int64) *command.ProducerRecord {
 // Count is how many producers are kept.
 func Count(r store.Reader) uint64 { return counter(r, "count") }
 
-func put(tx Tx, p *command.ProducerRecord) { tx.Put(bProducers, idKey(p.Id), command.MustEncodeRecord(p)) }
+func put(tx Tx, p *command.ProducerRecord) {
+	tx.Put(bProducers, idKey(p.Id), command.MustEncodeRecord(p))
+}
 
 // touch moves p's expiry to now+idle when less than half of idle is left
 // (so that a busy producer writes its expiry index about twice per idle
