@@ -98,19 +98,37 @@ func TestKafkaTransactionsCommitOutputsAndOffsetsTogether(t *testing.T) {
 // countRecords reads a topic from the start to its end.
 func countRecords(t *testing.T, addr, topic string, level kgo.IsolationLevel) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	n := 0
+	readAll(t, []string{addr}, topic, func(*kgo.Record) { n++ }, kgo.FetchIsolationLevel(level))
+	return n
+}
+
+// readAll calls fn for every record of a topic, from the start to the end
+// offsets it has now.
+func readAll(t *testing.T, seeds []string, topic string, fn func(*kgo.Record), opts ...kgo.Opt) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := kafkaClient(t, []string{addr}, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(level))
+	cl := kafkaClient(t, seeds, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 0
-	ends.Each(func(o kadm.ListedOffset) { want += int(o.Offset - 1) })
-	n := 0
-	for n < want && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(*kgo.Record) { n++ })
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 1 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	for len(left) > 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			fn(r)
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
 	}
-	return n
+	if len(left) > 0 {
+		t.Fatalf("topic %s: partitions %v not read to their end", topic, left)
+	}
 }
