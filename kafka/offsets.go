@@ -150,7 +150,7 @@ func (s *Server) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchRequest) km
 			}
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group = g.Group
-			tops, code := s.committed(ctx, g.Group, topics)
+			tops, code := s.committed(ctx, g.Group, topics, r.RequireStable)
 			rg.ErrorCode = code
 			for _, t := range tops {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -165,15 +165,19 @@ func (s *Server) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchRequest) km
 		}
 		return resp
 	}
-	tops, code := s.committed(ctx, r.Group, r.Topics)
+	tops, code := s.committed(ctx, r.Group, r.Topics, r.RequireStable)
 	resp.Topics, resp.ErrorCode = tops, code
 	return resp
 }
 
 // committed reads a group's committed offsets of the topics named (nil:
 // every topic where it has one), linearizably: a consumer that committed
-// and restarted reads its commit.
-func (s *Server) committed(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
+// and restarted reads its commit. With stable (RequireStable, KIP-447) a
+// partition an open transaction has staged offsets for is answered
+// UNSTABLE_OFFSET_COMMIT (retriable) until that transaction ends: a
+// consumer taking a partition over from a transactional one starts from
+// the offset its commit or abort leaves, never from one it is about to move.
+func (s *Server) committed(ctx context.Context, group string, topics []kmsg.OffsetFetchRequestTopic, stable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	if validGroup(group) != "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
@@ -211,6 +215,8 @@ func (s *Server) committed(ctx context.Context, group string, topics []kmsg.Offs
 					rp.ErrorCode = kerr.InvalidGroupID.Code // a Queen group's name
 				case !ok:
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				case stable && s.txns.pendingOffsets(group, t.Topic, n):
+					rp.ErrorCode = kerr.UnstableOffsetCommit.Code
 				default:
 					if cur := rd.Cursor(part.Id, group); cur != nil {
 						rp.Offset = int64(max(cur.Consumed, part.FirstSeq-1)) + 1

@@ -45,9 +45,12 @@ type txnState struct {
 	pushes   []*command.TxnOp
 	seen     map[txnPartition]map[int32]bool // base sequences staged (a retried produce)
 	offsets  map[string]map[txnPartition]*command.PositionOp
-	groups   map[string]bool
-	records  int
-	bytes    int
+	// committing: the offsets of a commit entry in flight (still pending
+	// for RequireStable until its write returns)
+	committing map[string]map[txnPartition]*command.PositionOp
+	groups     map[string]bool
+	records    int
+	bytes      int
 }
 
 type txnCoordinator struct {
@@ -354,6 +357,9 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		return resp
 	}
 	pushes, positions, doomed := st.pushes, st.positions(), st.doomed
+	if r.Commit && doomed == "" {
+		st.committing = st.offsets
+	}
 	t.release(st)
 	st.open, st.doomed = false, "" // whatever the answer, the next transaction starts clean here
 	t.report()
@@ -374,6 +380,9 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		items = append(items, commitItem{code: &code, op: p})
 	}
 	code = t.s.commitPositions(ctx, items, guard, pushes)
+	t.mu.Lock()
+	st.committing = nil
+	t.mu.Unlock()
 	switch {
 	case code == kerr.RequestTimedOut.Code || code == kerr.NotLeaderForPartition.Code:
 		// the commit entry's fate is not known here: franz-go and
@@ -396,4 +405,21 @@ func (st *txnState) positions() []*command.PositionOp {
 	}
 	sortPositions(out)
 	return out
+}
+
+// pendingOffsets reports whether an open transaction has staged an offset
+// of the group for that partition (OffsetFetch's RequireStable).
+func (t *txnCoordinator) pendingOffsets(group, topic string, partition int32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, st := range t.txns {
+		tp := txnPartition{topic, partition}
+		if _, ok := st.offsets[group][tp]; ok && st.doomed == "" {
+			return true
+		}
+		if _, ok := st.committing[group][tp]; ok {
+			return true
+		}
+	}
+	return false
 }
