@@ -38,7 +38,7 @@ func main() {
 	nodes := flag.Int("nodes", 3, "cluster size")
 	dur := flag.Duration("time", 60*time.Second, "how long clients work while faults happen")
 	faults := flag.String("faults", "kill,pause,partition", "comma list: kill, pause, partition, clock, membership, snapshot-membership, powerloss, powerloss-torn, corrupt, rolling, one-way, slow-disk, disk-full")
-	workloads := flag.String("workload", "all", "comma list: queue, kv, timers, ledger, locks, streams, all")
+	workloads := flag.String("workload", "all", "comma list: queue, kv, timers, ledger, locks, streams, kafka, all")
 	bin := flag.String("bin", "", "queen-node binary (default: build ./cmd/queen-node)")
 	out := flag.String("out", "", "work directory (default: a new temp dir, removed when the run passes)")
 	seed := flag.Int64("seed", 0, "random seed (default: from the clock)")

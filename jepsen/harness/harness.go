@@ -100,6 +100,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // NetNS, its data dir on its own lossyfs disk with LossyFS.
 func (c *Cluster) spec(i int, s *nodeproc.Spec) error {
 	n := &Node{Index: i, id: s.ID, dir: s.DataDir}
+	// Every node serves Kafka too, for the kafka workload's clients.
+	s.Kafka = true
 	if c.net != nil {
 		s.Addrs = nodeproc.AddrsAt(c.net.IP(i), 6632)
 		s.Wrapper = []string{"ip", "netns", "exec", c.net.NS(i)}
@@ -174,6 +176,15 @@ func (c *Cluster) Nodes() []*Node {
 
 // URLs are the HTTP base URLs of the nodes.
 func (c *Cluster) URLs() []string { return c.pc.URLs() }
+
+// KafkaAddrs are the Kafka listener addresses of the nodes (seed brokers).
+func (c *Cluster) KafkaAddrs() []string {
+	var out []string
+	for _, pn := range c.pc.Nodes() {
+		out = append(out, pn.Addrs().Kafka)
+	}
+	return out
+}
 
 // Leader is the node every running, unpaused node names as the leader.
 func (c *Cluster) Leader(ctx context.Context) (*Node, error) {

@@ -83,6 +83,7 @@ func ByName(names []string) ([]Workload, error) {
 		"ledger":  func() Workload { return newLedger() },
 		"locks":   func() Workload { return newLocks() },
 		"streams": func() Workload { return newStreams() },
+		"kafka":   func() Workload { return newKafka() },
 	}
 	var out []Workload
 	for _, n := range names {
@@ -99,7 +100,7 @@ func ByName(names []string) ([]Workload, error) {
 		}
 		f, ok := all[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown workload %q (queue, kv, timers, ledger, locks, streams, all)", n)
+			return nil, fmt.Errorf("unknown workload %q (queue, kv, timers, ledger, locks, streams, kafka, all)", n)
 		}
 		out = append(out, f())
 	}
