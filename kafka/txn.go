@@ -164,7 +164,11 @@ func (t *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 	res, _, err := t.s.pipe.Write(ctx, callOf(ctx), &command.Command{Body: &command.Command_KafkaInitProducer{KafkaInitProducer: in}})
 	out, ok := res.(*command.KafkaInitProducerResult)
 	if err != nil || !ok {
-		resp.ErrorCode = codeOf(err, kerr.TransactionalIDAuthorizationFailed.Code)
+		forbidden := kerr.TransactionalIDAuthorizationFailed.Code
+		if r.TransactionalID == nil { // an idempotent producer's: Kafka's answer is the cluster's
+			forbidden = kerr.ClusterAuthorizationFailed.Code
+		}
+		resp.ErrorCode = codeOf(err, forbidden)
 		if resp.ErrorCode == kerr.NotLeaderForPartition.Code {
 			resp.ErrorCode = kerr.NotCoordinator.Code
 		}

@@ -206,8 +206,11 @@ func Check(r store.Reader, id int64, epoch int32, pid []byte, baseSeq, n int32) 
 	if baseSeq == nextSeq(s.Batches[len(s.Batches)-1].LastSeq) {
 		return Verdict{}
 	}
-	if baseSeq < s.Batches[0].FirstSeq && baseSeq >= 0 {
-		// older than the batches kept: appended long ago (Kafka's answer)
+	first, lastKept := s.Batches[0].FirstSeq, s.Batches[len(s.Batches)-1].LastSeq
+	if baseSeq < first && baseSeq >= 0 && (first <= lastKept || baseSeq > lastKept && first-baseSeq < baseSeq-lastKept) {
+		// older than the batches kept: appended long ago (Kafka's answer;
+		// clients take it as success). When the kept batches wrap past
+		// MaxInt32, a sequence just after the last one is a gap, not old.
 		return Verdict{Code: kerr.DuplicateSequenceNumber.Code}
 	}
 	return Verdict{Code: kerr.OutOfOrderSequenceNumber.Code}
