@@ -23,13 +23,17 @@ func applyKafkaInitProducer(c *applyCtx, cmd *command.Command) (proto.Message, b
 func applyKafkaProduce(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	in := cmd.GetKafkaProduce()
 	res := &command.KafkaProduceResult{Batches: make([]*command.KafkaBatchResult, len(in.Batches))}
+	// A request carries a batch per partition, mostly of one topic: whether
+	// a queue is a topic (a walk over its partitions) is judged once per
+	// command. Appending to a topic's partitions keeps it one.
+	topics := map[string]bool{}
 	for i, b := range in.Batches {
-		res.Batches[i] = c.kafkaBatch(b, in)
+		res.Batches[i] = c.kafkaBatch(b, in, topics)
 	}
 	return res, true
 }
 
-func (c *applyCtx) kafkaBatch(b *command.KafkaBatch, in *command.KafkaProduce) *command.KafkaBatchResult {
+func (c *applyCtx) kafkaBatch(b *command.KafkaBatch, in *command.KafkaProduce, topics map[string]bool) *command.KafkaBatchResult {
 	r := &command.KafkaBatchResult{}
 	fail := func(code int16, text string) *command.KafkaBatchResult {
 		r.ErrorCode, r.Error = int32(code), text
@@ -39,11 +43,14 @@ func (c *applyCtx) kafkaBatch(b *command.KafkaBatch, in *command.KafkaProduce) *
 		// a buffered push has no offset to answer with: the client retries
 		return fail(kerr.LeaderNotAvailable.Code, "push maintenance is on: retry")
 	}
-	if _, exists, _ := c.q.Topic(b.Queue); !exists && in.AutoCreatePartitions > 0 {
-		c.q.MakeTopic(b.Queue, int(in.AutoCreatePartitions))
-	}
-	if width, _, ok := c.q.Topic(b.Queue); !ok || width == 0 {
-		return fail(kerr.UnknownTopicOrPartition.Code, "topic "+b.Queue+" does not exist or is not a Kafka topic")
+	if !topics[b.Queue] {
+		if _, exists, _ := c.q.Topic(b.Queue); !exists && in.AutoCreatePartitions > 0 {
+			c.q.MakeTopic(b.Queue, int(in.AutoCreatePartitions))
+		}
+		if width, _, ok := c.q.Topic(b.Queue); !ok || width == 0 {
+			return fail(kerr.UnknownTopicOrPartition.Code, "topic "+b.Queue+" does not exist or is not a Kafka topic")
+		}
+		topics[b.Queue] = true
 	}
 	pid, _, ok := c.q.PartitionNamed(b.Queue, b.Partition)
 	if !ok {

@@ -72,12 +72,39 @@ func (r overlayReader) Get(b Bucket, key []byte) []byte {
 	return bucketOf(r.tx, b, false).Get(key)
 }
 
+// Cursor merges the layers that wrote b into one (newest wins) over the
+// committed bucket. Stacking a merged cursor per layer instead made each
+// step re-seek every layer below it, and a key written in every layer (a
+// partition's record, batch after batch) cost O(layers²) seeks a step.
 func (r overlayReader) Cursor(b Bucket) Cursor {
 	c := bucketOf(r.tx, b, false).Cursor()
+	var only *stagedBucket
+	var merged *stagedBucket
 	for _, l := range r.layers {
-		if sb := l[string(b)]; sb != nil && len(sb.writes) > 0 {
-			c = &mergedCursor{base: c, sb: sb}
+		sb := l[string(b)]
+		if sb == nil || len(sb.writes) == 0 {
+			continue
 		}
+		switch {
+		case only == nil:
+			only = sb
+		case merged == nil:
+			merged = &stagedBucket{name: b, writes: make(map[string][]byte, 2*len(only.writes)+len(sb.writes)), dirty: true}
+			for k, v := range only.writes {
+				merged.writes[k] = v
+			}
+			fallthrough
+		default:
+			for k, v := range sb.writes {
+				merged.writes[k] = v
+			}
+		}
+	}
+	switch {
+	case merged != nil:
+		return &mergedCursor{base: c, sb: merged}
+	case only != nil:
+		return &mergedCursor{base: c, sb: only}
 	}
 	return c
 }

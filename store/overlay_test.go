@@ -130,3 +130,38 @@ func TestAFailedBatchStopsAStoreWithBatchesOpen(t *testing.T) {
 		t.Fatal("a store whose open batches were lost takes more")
 	}
 }
+
+// BenchmarkCursorOverLayers walks a bucket whose 32 keys every one of the
+// 31 batches kept open rewrote (a queue's partition records under a
+// steady push): what a reader's scan of the partitions costs between two
+// commits of the state file.
+func BenchmarkCursorOverLayers(b *testing.B) {
+	db, err := Open(filepath.Join(b.TempDir(), "s.db"), []Bucket{testBucket},
+		Options{NoSync: true, CommitEvery: 32, CommitAfter: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	for round := 0; round < 31; round++ {
+		if err := db.Update(func(bt *Batch) error {
+			tx := bt.Begin()
+			for k := 0; k < 32; k++ {
+				tx.Put(testBucket, []byte(fmt.Sprintf("p%02d", k)), []byte(fmt.Sprint(round)))
+			}
+			return tx.Commit()
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := db.View(func(r Reader) error {
+			if n := len(walkForward(r.Cursor(testBucket))); n != 32 {
+				return fmt.Errorf("walked %d keys, want 32", n)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -48,6 +48,9 @@
 //	             new leader show in /api/v1/system/cluster?
 //	             -failover-rounds times, restarting the killed node between.
 //	             Off in "all" unless bench started three or more nodes.
+//	kafka        -start only: node CPU per message of produce (batched,
+//	             acks=all) and consume through the Kafka listener beside
+//	             the same through HTTP, in one sitting, and their ratio.
 //	rss          How much memory (VmRSS, RssAnon, RssFile) and disk does the
 //	             node hold for N pending, never-consumed messages?
 //	             Off in "all" unless -rss-messages is given.
@@ -153,6 +156,7 @@ var scenarios = []scenario{
 	{"reads", runReads},
 	{"pollers", runPollers},
 	{"rss", runRSS},
+	{"kafka", runKafka},
 	{"failover", runFailover}, // last: it kills nodes
 }
 
@@ -326,7 +330,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 		o.urls[i] = strings.TrimRight(u, "/")
 	}
 	o.url = o.urls[0]
-	names, err := selectScenarios(*sc, o.rssMessages > 0, o.start >= 3)
+	names, err := selectScenarios(*sc, o.rssMessages > 0, o.start >= 3, o.start > 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -356,8 +360,9 @@ func splitList(s string) []string {
 }
 
 // selectScenarios turns -scenario into a set; "all" leaves rss out unless
-// withRSS, and failover out unless withFailover (a cluster bench started).
-func selectScenarios(spec string, withRSS, withFailover bool) (map[string]bool, error) {
+// withRSS, failover out unless withFailover (a cluster bench started), and
+// kafka out unless withKafka (nodes bench started).
+func selectScenarios(spec string, withRSS, withFailover, withKafka bool) (map[string]bool, error) {
 	names := map[string]bool{}
 	for _, n := range strings.Split(spec, ",") {
 		n = strings.TrimSpace(n)
@@ -369,6 +374,8 @@ func selectScenarios(spec string, withRSS, withFailover bool) (map[string]bool, 
 					on = withRSS
 				case "failover":
 					on = withFailover
+				case "kafka":
+					on = withKafka
 				}
 				names[s.name] = names[s.name] || on
 			}

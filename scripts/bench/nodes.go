@@ -49,7 +49,9 @@ func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer)
 		flags = append(flags, "--kv-read-rate", "0")
 		fmt.Fprintln(stderr, "bench: exactly-once or reads selected: starting the node(s) with --kv-read-rate 0 (unlimited KV reads outside transactions; the default is 200/s)")
 	}
-	var secure func(i int, s *nodeproc.Spec) error
+	// Every node serves Kafka too (the kafka scenario's clients), but with
+	// -secure: JWT on needs SASL there, which bench does not speak.
+	spec := func(_ int, s *nodeproc.Spec) error { s.Kafka = true; return nil }
 	if o.secure {
 		more, tlsConf, token, err := secureSetup(work)
 		if err != nil {
@@ -58,7 +60,7 @@ func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer)
 		}
 		flags, clientTLS, bearer = append(flags, more...), tlsConf, token
 		http.DefaultTransport.(*http.Transport).TLSClientConfig = tlsConf // nodeproc.HealthURL's client (reads)
-		secure = func(_ int, s *nodeproc.Spec) error { s.ClientTLS, s.Token = tlsConf, token; return nil }
+		spec = func(_ int, s *nodeproc.Spec) error { s.ClientTLS, s.Token = tlsConf, token; return nil }
 		fmt.Fprintln(stderr, "bench: -secure: HTTPS, TLS gRPC, peer mTLS, an encrypted gossip and JWT on; requests carry an admin token")
 	}
 	flags = append(flags, strings.Fields(o.nodeArgs)...)
@@ -76,7 +78,7 @@ func startNodes(ctx context.Context, o *options, kvReads bool, stderr io.Writer)
 			return nil, err
 		}
 		c = o.faulty.Procs()
-	} else if c, err = nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf, Node: secure}); err != nil {
+	} else if c, err = nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: work, Nodes: o.start, Flags: flags, Logf: logf, Node: spec}); err != nil {
 		removeWork()
 		return nil, err
 	}

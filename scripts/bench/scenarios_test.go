@@ -138,7 +138,7 @@ func TestParseFlagsURLsAndStart(t *testing.T) {
 }
 
 func TestSelectScenariosKeepsExplicit(t *testing.T) {
-	names, err := selectScenarios("rss,all,failover", false, false)
+	names, err := selectScenarios("rss,all,failover", false, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
