@@ -57,8 +57,9 @@ func (c *applyCtx) kafkaBatch(b *command.KafkaBatch, in *command.KafkaProduce, t
 		return fail(kerr.UnknownTopicOrPartition.Code, "topic "+b.Queue+" has no partition "+b.Partition)
 	}
 	n := int32(len(b.Items))
+	var v producers.Verdict
 	if b.ProducerId >= 0 {
-		v := producers.Check(c.tx, b.ProducerId, b.ProducerEpoch, pid, b.BaseSequence, n)
+		v = producers.Check(c.tx, b.ProducerId, b.ProducerEpoch, pid, b.BaseSequence, n)
 		if v.Code != 0 {
 			return fail(v.Code, "")
 		}
@@ -77,7 +78,7 @@ func (c *applyCtx) kafkaBatch(b *command.KafkaBatch, in *command.KafkaProduce, t
 		}
 	}
 	if b.ProducerId >= 0 {
-		producers.Appended(c.tx, b.ProducerId, b.ProducerEpoch, pid, b.BaseSequence, n, r.BaseOffset, c.now, in.ProducerIdleUs)
+		producers.Appended(c.tx, v, b.ProducerId, b.ProducerEpoch, pid, b.BaseSequence, n, r.BaseOffset, c.now, in.ProducerIdleUs)
 	}
 	return r
 }

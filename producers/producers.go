@@ -160,19 +160,25 @@ func Init(tx Tx, in *command.KafkaInitProducer, now int64) *command.KafkaInitPro
 // Kafka error code when it is not (PRODUCER_FENCED for an older epoch of a
 // transactional id, UNKNOWN_PRODUCER_ID for an id not kept).
 func Current(r store.Reader, id int64, epoch int32) int16 {
+	_, code := current(r, id, epoch)
+	return code
+}
+
+// current is Current with the producer it read.
+func current(r store.Reader, id int64, epoch int32) (*command.ProducerRecord, int16) {
 	p := Producer(r, id)
 	switch {
 	case p == nil:
-		return kerr.UnknownProducerID.Code
+		return nil, kerr.UnknownProducerID.Code
 	case epoch < p.Epoch:
 		if p.TransactionalId != "" {
-			return kerr.ProducerFenced.Code
+			return p, kerr.ProducerFenced.Code
 		}
-		return kerr.InvalidProducerEpoch.Code
+		return p, kerr.InvalidProducerEpoch.Code
 	case epoch > p.Epoch:
-		return kerr.InvalidProducerEpoch.Code
+		return p, kerr.InvalidProducerEpoch.Code
 	}
-	return 0
+	return p, 0
 }
 
 // Verdict is what Check says of a batch.
@@ -180,6 +186,12 @@ type Verdict struct {
 	Code       int16  // a Kafka error code; 0 = append it (or Duplicate)
 	Duplicate  bool   // the batch was appended before, at BaseOffset
 	BaseOffset uint64 // the duplicate's first offset
+
+	// What Check read, for Appended in the same transaction (a produce
+	// request's batches each pay one read of each, not two).
+	checked  bool
+	producer *command.ProducerRecord
+	seqs     *command.ProducerSeqRecord
 }
 
 // Check judges one batch of (id, epoch) for partition pid: its sequence
@@ -187,7 +199,8 @@ type Verdict struct {
 // (a retry: not appended again, answered with the first offset). A first
 // batch of an epoch in a partition starts at 0.
 func Check(r store.Reader, id int64, epoch int32, pid []byte, baseSeq, n int32) Verdict {
-	if code := Current(r, id, epoch); code != 0 {
+	p, code := current(r, id, epoch)
+	if code != 0 {
 		return Verdict{Code: code}
 	}
 	s := seqs(r, id, pid)
@@ -195,7 +208,7 @@ func Check(r store.Reader, id int64, epoch int32, pid []byte, baseSeq, n int32) 
 		if baseSeq != 0 {
 			return Verdict{Code: kerr.OutOfOrderSequenceNumber.Code}
 		}
-		return Verdict{}
+		return Verdict{checked: true, producer: p, seqs: s}
 	}
 	last := lastSeqOf(baseSeq, n)
 	for _, b := range s.Batches {
@@ -204,7 +217,7 @@ func Check(r store.Reader, id int64, epoch int32, pid []byte, baseSeq, n int32) 
 		}
 	}
 	if baseSeq == nextSeq(s.Batches[len(s.Batches)-1].LastSeq) {
-		return Verdict{}
+		return Verdict{checked: true, producer: p, seqs: s}
 	}
 	first, lastKept := s.Batches[0].FirstSeq, s.Batches[len(s.Batches)-1].LastSeq
 	if baseSeq < first && baseSeq >= 0 && (first <= lastKept || baseSeq > lastKept && first-baseSeq < baseSeq-lastKept) {
@@ -216,10 +229,14 @@ func Check(r store.Reader, id int64, epoch int32, pid []byte, baseSeq, n int32) 
 	return Verdict{Code: kerr.OutOfOrderSequenceNumber.Code}
 }
 
-// Appended records a batch Check let through, appended at baseOffset, and
+// Appended records a batch Check let through (v, its verdict in this
+// transaction, nothing written between them), appended at baseOffset, and
 // keeps the producer for idle past now.
-func Appended(tx Tx, id int64, epoch int32, pid []byte, baseSeq, n int32, baseOffset uint64, now, idleUs int64) {
-	s := seqs(tx, id, pid)
+func Appended(tx Tx, v Verdict, id int64, epoch int32, pid []byte, baseSeq, n int32, baseOffset uint64, now, idleUs int64) {
+	s, p := v.seqs, v.producer
+	if !v.checked {
+		s, p = seqs(tx, id, pid), Producer(tx, id)
+	}
 	if s == nil || s.Epoch != epoch {
 		s = &command.ProducerSeqRecord{Epoch: epoch}
 	}
@@ -228,7 +245,7 @@ func Appended(tx Tx, id int64, epoch int32, pid []byte, baseSeq, n int32, baseOf
 		s.Batches = s.Batches[len(s.Batches)-KeptBatches:]
 	}
 	tx.Put(bSeqs, seqKey(id, pid), command.MustEncodeRecord(s))
-	if p := Producer(tx, id); p != nil && touch(tx, p, now, idleUs) {
+	if p != nil && touch(tx, p, now, idleUs) {
 		p.UsedUs = now
 		put(tx, p)
 	}

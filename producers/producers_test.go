@@ -50,12 +50,17 @@ func initP(t *testing.T, db *store.DB, in *command.KafkaInitProducer, now int64)
 func check(t *testing.T, db *store.DB, id int64, epoch int32, pid string, base, n int32) (v Verdict) {
 	t.Helper()
 	view(t, db, func(r store.Reader) { v = Check(r, id, epoch, []byte(pid), base, n) })
-	return v
+	return answer(v)
+}
+
+// answer is what a verdict says (what Check read for Appended left out).
+func answer(v Verdict) Verdict {
+	return Verdict{Code: v.Code, Duplicate: v.Duplicate, BaseOffset: v.BaseOffset}
 }
 
 func appended(t *testing.T, db *store.DB, id int64, epoch int32, pid string, base, n int32, off uint64, now, idle int64) {
 	t.Helper()
-	update(t, db, func(tx *store.Tx) { Appended(tx, id, epoch, []byte(pid), base, n, off, now, idle) })
+	update(t, db, func(tx *store.Tx) { Appended(tx, Verdict{}, id, epoch, []byte(pid), base, n, off, now, idle) })
 }
 
 // step is one batch offered to Check; an accepted one is appended at off.
@@ -217,10 +222,10 @@ func TestEpochFencing(t *testing.T) {
 			}
 		}
 		// the new epoch starts again at 0 in a partition the old one wrote
-		if got := Check(r, id, 1, []byte("p0"), 3, 1); got != outOfOrder {
+		if got := answer(Check(r, id, 1, []byte("p0"), 3, 1)); got != outOfOrder {
 			t.Errorf("the new epoch continuing the old one's sequence: %+v", got)
 		}
-		if got := Check(r, id, 1, []byte("p0"), 0, 3); got != ok {
+		if got := answer(Check(r, id, 1, []byte("p0"), 0, 3)); got != ok {
 			t.Errorf("the new epoch's first batch (a repeat of the old epoch's sequences): %+v", got)
 		}
 	})
@@ -404,4 +409,32 @@ func TestCapEvictsTheLeastRecentlyUsed(t *testing.T) {
 			t.Fatalf("count %d, want 6", Count(rd))
 		}
 	})
+}
+
+// Appended with Check's verdict (what apply does: one read of the state
+// per batch) leaves what Appended reading afresh leaves.
+func TestAppendedWithTheVerdictMatchesAFreshRead(t *testing.T) {
+	states := [2][]byte{}
+	for i, useVerdict := range []bool{false, true} {
+		db := openDB(t)
+		p := initP(t, db, &command.KafkaInitProducer{IdleUs: 1e9}, 1)
+		for seq := int32(0); seq < 40; seq += 4 {
+			update(t, db, func(tx *store.Tx) {
+				v := Check(tx, p.ProducerId, 0, []byte("p0"), seq, 4)
+				if v.Code != 0 || v.Duplicate {
+					t.Fatalf("seq %d: %+v", seq, answer(v))
+				}
+				if !useVerdict {
+					v = Verdict{}
+				}
+				Appended(tx, v, p.ProducerId, 0, []byte("p0"), seq, 4, uint64(seq+1), int64(seq)*1e8, 1e9)
+			})
+		}
+		view(t, db, func(r store.Reader) {
+			states[i] = append(r.Get(bSeqs, seqKey(p.ProducerId, []byte("p0"))), r.Get(bProducers, idKey(p.ProducerId))...)
+		})
+	}
+	if string(states[0]) != string(states[1]) || len(states[0]) == 0 {
+		t.Fatalf("state after Appended with the verdict differs from a fresh read's:\n%x\n%x", states[0], states[1])
+	}
 }
