@@ -20,11 +20,12 @@ import (
 // time over the phase, divided by the messages the phase moved):
 //
 //	http-produce   o.conns producers push o.batch items a request over 16
-//	               partitions (the push-batch shape), for o.duration;
+//	               partitions (the push-batch shape);
 //	kafka-produce  o.conns franz-go clients (idempotent, acks=all, the
 //	               defaults) each buffer o.batch records over 16
-//	               partitions and flush them (one Produce request), for
-//	               o.duration;
+//	               partitions and flush them (one Produce request);
+//	               the two alternate in four rounds of o.duration/4 each
+//	               (H K K H H K K H), so drift and snapshots fall on both;
 //	http-consume   o.conns consumers of one group drain what http-produce
 //	               wrote with pop(batch=100) + ack/batch (the pop-ack shape);
 //	kafka-consume  min(o.conns, 16) franz-go consumers of one group drain
@@ -48,53 +49,75 @@ func runKafka(ctx context.Context, o *options) (*result, error) {
 	pool := newPayloadPool(o.payload)
 
 	type phase struct {
-		name string
-		msgs int64
-		secs float64
-		cpu  time.Duration
+		name  string
+		msgs  int64
+		secs  float64
+		cpu   time.Duration
+		snaps float64
 	}
-	var phases []phase
+	var phases []*phase
+	byName := map[string]*phase{}
 	var requests []string
 	measure := func(name string, f func() (int64, error)) error {
 		before, _ := scrapeAll(ctx, o.urls)
 		cpu, start := startCPU(pids), time.Now()
 		n, err := f()
-		phases = append(phases, phase{name, n, time.Since(start).Seconds(), cpu.used()})
+		p := byName[name]
+		if p == nil {
+			p = &phase{name: name}
+			byName[name] = p
+			phases = append(phases, p)
+		}
+		p.msgs, p.secs, p.cpu = p.msgs+n, p.secs+time.Since(start).Seconds(), p.cpu+cpu.used()
 		if after, perr := scrapeAll(ctx, o.urls); perr == nil {
 			if strings.HasPrefix(name, "kafka") {
 				requests = append(requests, name+" Kafka requests: "+kafkaRequests(before, after))
 			}
 			// A snapshot (every 256 MiB of log) costs the phase it falls in
-			// a quarter of its CPU: say so, the ratio is then not the paths'.
+			// a quarter of its CPU: the rounds below share them out.
 			const snaps = "queen_fsm_snapshot_persist_seconds_count"
-			if d := after.sumPrefix(snaps) - before.sumPrefix(snaps); d > 0 {
-				requests = append(requests, fmt.Sprintf("%s: %.0f snapshot(s) persisted during the phase (its CPU counts them); a -duration whose log stays under 256 MiB avoids them", name, d))
-			}
+			p.snaps += after.sumPrefix(snaps) - before.sumPrefix(snaps)
 		}
 		return err
 	}
-	var httpMsgs, kafkaMsgs int64
-	steps := []struct {
-		name string
-		f    func() (int64, error)
-	}{
-		{"http-produce", func() (int64, error) {
-			n, err := httpProduce(ctx, o, queue, pool, errs)
-			httpMsgs = n
-			return n, err
-		}},
-		{"kafka-produce", func() (int64, error) {
-			n, err := kafkaProduce(ctx, o, seeds, topic, pool, errs)
-			kafkaMsgs = n
-			return n, err
-		}},
-		{"http-consume", func() (int64, error) { return httpDrain(ctx, o, queue, httpMsgs, errs), nil }},
-		{"kafka-consume", func() (int64, error) { return kafkaDrain(ctx, o, seeds, topic, kafkaMsgs, errs) }},
+	if err := createKafkaTopic(ctx, seeds, topic); err != nil {
+		return nil, err
 	}
-	for _, s := range steps {
-		if err := measure(s.name, s.f); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
+	// Produce in alternating rounds (HTTP, Kafka, Kafka, HTTP, ...): the
+	// machine's drift and the snapshots the log's growth sets off fall on
+	// both paths alike.
+	const rounds = 4
+	d := o.duration / rounds
+	ps, closePushers := httpPushers(o, queue, pool)
+	defer closePushers()
+	cls, closeProducers, err := kafkaProducers(o, seeds, topic)
+	if err != nil {
+		return nil, err
+	}
+	defer closeProducers()
+	httpRound := func() (int64, error) { return httpProduce(ctx, o, d, ps, errs) }
+	kafkaRound := func() (int64, error) { return kafkaProduce(ctx, o, d, cls, pool, errs) }
+	for i := range rounds {
+		order := []string{"http-produce", "kafka-produce"}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
 		}
+		for _, name := range order {
+			f := httpRound
+			if name == "kafka-produce" {
+				f = kafkaRound
+			}
+			if err := measure(name, f); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	httpMsgs, kafkaMsgs := byName["http-produce"].msgs, byName["kafka-produce"].msgs
+	if err := measure("http-consume", func() (int64, error) { return httpDrain(ctx, o, queue, httpMsgs, errs), nil }); err != nil {
+		return nil, err
+	}
+	if err := measure("kafka-consume", func() (int64, error) { return kafkaDrain(ctx, o, seeds, topic, kafkaMsgs, errs) }); err != nil {
+		return nil, err
 	}
 	var total int64
 	var secs float64
@@ -110,8 +133,9 @@ func runKafka(ctx context.Context, o *options) (*result, error) {
 		perMsg[p.name] = us
 		r.Extra[p.name+"_msgs"] = p.msgs
 		r.Extra[p.name+"_cpu_us_per_msg"] = round(us, 2)
-		r.notes = append(r.notes, fmt.Sprintf("%-13s %8d msgs in %5.1fs (%7.0f msg/s), node CPU %6.2fs = %6.2f µs/msg",
-			p.name, p.msgs, p.secs, float64(p.msgs)/max(p.secs, 1e-9), p.cpu.Seconds(), us))
+		r.Extra[p.name+"_snapshots"] = p.snaps
+		r.notes = append(r.notes, fmt.Sprintf("%-13s %8d msgs in %5.1fs (%7.0f msg/s), node CPU %6.2fs = %6.2f µs/msg, %.0f snapshot(s) persisted",
+			p.name, p.msgs, p.secs, float64(p.msgs)/max(p.secs, 1e-9), p.cpu.Seconds(), us, p.snaps))
 	}
 	r.notes = append(r.notes, requests...)
 	for _, what := range []string{"produce", "consume"} {
@@ -145,17 +169,23 @@ func kafkaRequests(before, after promSamples) string {
 	return strings.Join(parts, " ")
 }
 
-// httpProduce is push-batch's load on queue for o.duration.
-func httpProduce(ctx context.Context, o *options, queue string, pool payloadPool, errs *tally) (int64, error) {
+// httpPushers are o.conns producers of queue, kept across the rounds (their
+// transactionIds go on counting: a new pusher would repeat them, and the
+// dedup window would answer duplicates).
+func httpPushers(o *options, queue string, pool payloadPool) ([]*pusher, func()) {
 	cs := newClients(o.urls, o.conns, o.timeout)
-	defer cs.close()
-	var msgs atomic.Int64
 	ps := make([]*pusher, o.conns)
 	for w := range ps {
 		ps[w] = newPusher(cs.pick(w), queue, pushPartitions, pool, w)
 		ps[w].next = w % pushPartitions
 	}
-	runFor(ctx, o.conns, o.duration, func(w int) bool {
+	return ps, cs.close
+}
+
+// httpProduce is push-batch's load through ps for d.
+func httpProduce(ctx context.Context, o *options, d time.Duration, ps []*pusher, errs *tally) (int64, error) {
+	var msgs atomic.Int64
+	runFor(ctx, o.conns, d, func(w int) bool {
 		v, _ := ps[w].push(ctx, o.batch)
 		if ctx.Err() != nil {
 			return false
@@ -195,30 +225,47 @@ func kafkaOpts(seeds []string, extra ...kgo.Opt) []kgo.Opt {
 	return append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequestTimeoutOverhead(10 * time.Second)}, extra...)
 }
 
-// kafkaProduce creates topic (16 partitions) and has o.conns clients each
-// produce o.batch records a flush, spread over the partitions, for
-// o.duration.
-func kafkaProduce(ctx context.Context, o *options, seeds []string, topic string, pool payloadPool, errs *tally) (int64, error) {
+// createKafkaTopic makes topic, 16 partitions wide.
+func createKafkaTopic(ctx context.Context, seeds []string, topic string) error {
 	admin, err := kgo.NewClient(kafkaOpts(seeds)...)
 	if err != nil {
-		return 0, err
+		return err
 	}
+	defer admin.Close()
 	res, err := kadm.NewClient(admin).CreateTopic(ctx, pushPartitions, -1, nil, topic)
-	admin.Close()
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
-		return 0, fmt.Errorf("create topic: %w", err)
+		return fmt.Errorf("create topic: %w", err)
 	}
-	cls := make([]*kgo.Client, o.conns)
-	for w := range cls {
-		if cls[w], err = kgo.NewClient(kafkaOpts(seeds, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.ProducerBatchMaxBytes(4<<20), kgo.ManualFlushing())...); err != nil {
-			return 0, err
+	return nil
+}
+
+// kafkaProducers are o.conns producing clients of topic, kept across the
+// rounds as the HTTP pushers are.
+func kafkaProducers(o *options, seeds []string, topic string) ([]*kgo.Client, func(), error) {
+	cls := make([]*kgo.Client, 0, o.conns)
+	closeAll := func() {
+		for _, c := range cls {
+			c.Close()
 		}
-		defer cls[w].Close()
 	}
+	for range o.conns {
+		c, err := kgo.NewClient(kafkaOpts(seeds, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerBatchMaxBytes(4<<20), kgo.ManualFlushing())...)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		cls = append(cls, c)
+	}
+	return cls, closeAll, nil
+}
+
+// kafkaProduce has o.conns clients each produce o.batch records a flush,
+// spread over topic's partitions, for d.
+func kafkaProduce(ctx context.Context, o *options, d time.Duration, cls []*kgo.Client, pool payloadPool, errs *tally) (int64, error) {
 	var msgs atomic.Int64
 	recs := make([][]*kgo.Record, o.conns)
 	next := make([]int32, o.conns)
@@ -226,7 +273,7 @@ func kafkaProduce(ctx context.Context, o *options, seeds []string, topic string,
 		recs[w] = make([]*kgo.Record, o.batch)
 		next[w] = int32(w % pushPartitions)
 	}
-	runFor(ctx, o.conns, o.duration, func(w int) bool {
+	runFor(ctx, o.conns, d, func(w int) bool {
 		for i := range recs[w] {
 			recs[w][i] = &kgo.Record{Partition: next[w], Value: []byte(`{"d":"` + pool[(w*o.batch+i)%len(pool)] + `"}`)}
 			next[w] = (next[w] + 1) % pushPartitions
