@@ -35,20 +35,25 @@ import (
 // every input record is in the output exactly once (transactions never
 // replay nor lose an input, even across fencing and failover); every
 // transaction found in the output is there whole (no half-visible
-// transaction) and no transaction the broker aborted is there; no
+// transaction) and no transaction closed before its EndTxn is there; no
 // acknowledged group commit is lost (a restarted consumer resumes at or
 // after it).
 type kafkaWL struct {
 	in, out, txGroup, plainGroup string
 	parts                        int32
 
-	mu         sync.Mutex
-	acked      map[int]bool    // input numbers acknowledged
-	ackOrder   map[int32][]int // partition → numbers in the order their acks returned (one producer, in order)
-	unknown    map[int]bool    // input numbers whose produce stayed unknown
-	aborted    map[string]bool // transaction tags the broker definitely did not commit
-	floor      map[int32]int64 // committer group: highest acknowledged committed offset per partition
-	commitLost []string
+	mu       sync.Mutex
+	acked    map[int]bool    // input numbers acknowledged
+	ackOrder map[int32][]int // partition → numbers in the order their acks returned (one producer, in order)
+	unknown  map[int]bool    // input numbers whose produce stayed unknown
+	// crashed: tags of transactions closed without EndTxn (definitely not
+	// committed). An End that reports "not committed" is not definite:
+	// franz-go says so also after an EndTxn whose outcome was unknown
+	// (UNKNOWN_SERVER_ERROR), rewinding to the committed offsets.
+	crashed      map[string]bool
+	notCommitted int
+	floor        map[int32]int64 // committer group: highest acknowledged committed offset per partition
+	commitLost   []string
 
 	txns                  atomic.Int64 // numbers the transactions (their tags)
 	inputRecs, outputRecs map[int32][]*kgo.Record
@@ -57,7 +62,7 @@ type kafkaWL struct {
 
 func newKafka() *kafkaWL {
 	return &kafkaWL{parts: 3, acked: map[int]bool{}, ackOrder: map[int32][]int{}, unknown: map[int]bool{},
-		aborted: map[string]bool{}, floor: map[int32]int64{}}
+		crashed: map[string]bool{}, floor: map[int32]int64{}}
 }
 
 func (k *kafkaWL) Name() string { return "kafka" }
@@ -191,7 +196,10 @@ func (k *kafkaWL) transform(ctx context.Context, env *Env, s *kgo.GroupTransactS
 	}
 	wg.Wait()
 	if crash {
-		return false // closed without EndTxn: nothing of it may appear
+		k.mu.Lock()
+		k.crashed[tag] = true // closed without EndTxn: nothing of it may appear
+		k.mu.Unlock()
+		return false
 	}
 	op := env.Rec.Begin(2000+i, "kafka-txn", tag)
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -204,9 +212,9 @@ func (k *kafkaWL) transform(ctx context.Context, env *Env, s *kgo.GroupTransactS
 	case committed:
 		op.End(history.OK, len(recs), nil)
 	default:
-		op.End(history.Fail, nil, nil)
+		op.End(history.Unknown, "not committed (aborted, or a commit the broker could not confirm)", nil)
 		k.mu.Lock()
-		k.aborted[tag] = true
+		k.notCommitted++
 		k.mu.Unlock()
 	}
 	return true
@@ -443,11 +451,11 @@ func (k *kafkaWL) Check(env *Env) Result {
 		if len(rs) != size {
 			res.violate("transaction %s is half visible: %d of its %d records", tag, len(rs), size)
 		}
-		if k.aborted[tag] {
-			res.violate("transaction %s was aborted, yet its records are in the output", tag)
+		if k.crashed[tag] {
+			res.violate("transaction %s was closed before its EndTxn, yet its records are in the output", tag)
 		}
 	}
-	env.Logf("kafka: %d acked, %d unknown, %d input records, %d output records in %d transactions, %d aborted",
-		len(k.acked), len(k.unknown), len(inCount), len(outCount), len(txns), len(k.aborted))
+	env.Logf("kafka: %d acked, %d unknown, %d input records, %d output records in %d transactions, %d not committed, %d closed before EndTxn",
+		len(k.acked), len(k.unknown), len(inCount), len(outCount), len(txns), k.notCommitted, len(k.crashed))
 	return res
 }

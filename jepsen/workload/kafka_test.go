@@ -67,7 +67,7 @@ func TestCheckKafka(t *testing.T) {
 			k.outputRecs[2] = k.outputRecs[2][:1]
 			k.outputRecs[0] = append(k.outputRecs[0], kOut(5, "t4", 1))
 		}, "half visible: 2 of its 3", 0, 0},
-		{"aborted transaction visible", func(k *kafkaWL) { k.aborted["t2"] = true }, "was aborted", 0, 0},
+		{"crashed transaction visible", func(k *kafkaWL) { k.crashed["t2"] = true }, "closed before its EndTxn", 0, 0},
 		{"group commit lost", func(k *kafkaWL) {
 			k.commitLost = append(k.commitLost, "committer group resumed partition 0 at offset 1 below 2")
 		}, "below", 0, 0},
