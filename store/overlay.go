@@ -78,35 +78,25 @@ func (r overlayReader) Get(b Bucket, key []byte) []byte {
 // partition's record, batch after batch) cost O(layers²) seeks a step.
 func (r overlayReader) Cursor(b Bucket) Cursor {
 	c := bucketOf(r.tx, b, false).Cursor()
-	var only *stagedBucket
-	var merged *stagedBucket
+	var wrote []*stagedBucket
 	for _, l := range r.layers {
-		sb := l[string(b)]
-		if sb == nil || len(sb.writes) == 0 {
-			continue
-		}
-		switch {
-		case only == nil:
-			only = sb
-		case merged == nil:
-			merged = &stagedBucket{name: b, writes: make(map[string][]byte, 2*len(only.writes)+len(sb.writes)), dirty: true}
-			for k, v := range only.writes {
-				merged.writes[k] = v
-			}
-			fallthrough
-		default:
-			for k, v := range sb.writes {
-				merged.writes[k] = v
-			}
+		if sb := l[string(b)]; sb != nil && len(sb.writes) > 0 {
+			wrote = append(wrote, sb)
 		}
 	}
-	switch {
-	case merged != nil:
-		return &mergedCursor{base: c, sb: merged}
-	case only != nil:
-		return &mergedCursor{base: c, sb: only}
+	switch len(wrote) {
+	case 0:
+		return c
+	case 1:
+		return &mergedCursor{base: c, sb: wrote[0]}
 	}
-	return c
+	merged := &stagedBucket{name: b, writes: map[string][]byte{}, dirty: true}
+	for _, sb := range wrote { // oldest first: the newest write of a key wins
+		for k, v := range sb.writes {
+			merged.writes[k] = v
+		}
+	}
+	return &mergedCursor{base: c, sb: merged}
 }
 
 // pending is the state file's open write transaction and what readers
