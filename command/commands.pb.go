@@ -319,6 +319,10 @@ type Command struct {
 	// writes last (log format 3). Apply and a leader sending the entry to a
 	// follower check it; an entry of format 2 predates it and has none.
 	Crc *uint32 `protobuf:"fixed32,6,opt,name=crc,proto3,oneof" json:"crc,omitempty"`
+	// The tenant whose state the command reads and writes (package tenant):
+	// "" is the default tenant, whose records keep the keys they had before
+	// tenants (log format 5).
+	Tenant string `protobuf:"bytes,7,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Command_Noop
@@ -429,6 +433,13 @@ func (x *Command) GetCrc() uint32 {
 		return *x.Crc
 	}
 	return 0
+}
+
+func (x *Command) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -4047,14 +4058,15 @@ var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\"\xd4\x12\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\"\xec\x12\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
 	"\vidempotency\x18\x03 \x01(\v2\x1d.queen.command.v1.IdempotencyR\vidempotency\x12\x16\n" +
 	"\x06format\x18\x04 \x01(\rR\x06format\x12\x14\n" +
 	"\x05actor\x18\x05 \x01(\tR\x05actor\x12\x15\n" +
-	"\x03crc\x18\x06 \x01(\aH\x01R\x03crc\x88\x01\x01\x12,\n" +
+	"\x03crc\x18\x06 \x01(\aH\x01R\x03crc\x88\x01\x01\x12\x16\n" +
+	"\x06tenant\x18\a \x01(\tR\x06tenant\x12,\n" +
 	"\x04noop\x18\n" +
 	" \x01(\v2\x16.queen.command.v1.NoopH\x00R\x04noop\x12,\n" +
 	"\x04push\x18\v \x01(\v2\x16.queen.command.v1.PushH\x00R\x04push\x12)\n" +

@@ -41,9 +41,16 @@ import (
 //   - 5 (state): every record of the state file ends with the CRC-32C of
 //     its bucket, key and value, checked on every read; a file of format 3
 //     or 4 gets them when it opens (store/checksum.go).
+//   - 5 (log): a command names its tenant (Command.tenant; "" is the
+//     default tenant): an older node would apply another tenant's command
+//     to the default tenant's state, so it refuses entries of format 5.
+//   - 6 (state): the meta record lists the tenants that wrote (tenants),
+//     and each tenant but the default keeps its records in buckets of its
+//     own (store.Scope); a file of format 5 is the default tenant's alone
+//     and opens unchanged.
 const (
-	LogFormat   = 4
-	StateFormat = 5
+	LogFormat   = 5
+	StateFormat = 6
 )
 
 // GroupPolicyLogFormat is the first log format whose pops apply the

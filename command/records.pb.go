@@ -1155,8 +1155,12 @@ type MetaRecord struct {
 	// dlq bucket).
 	DeadLettersIndexed    bool   `protobuf:"varint,12,opt,name=dead_letters_indexed,json=deadLettersIndexed,proto3" json:"dead_letters_indexed,omitempty"`
 	DeadLettersIndexAfter []byte `protobuf:"bytes,13,opt,name=dead_letters_index_after,json=deadLettersIndexAfter,proto3" json:"dead_letters_index_after,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The tenants other than the default that wrote to this state, sorted
+	// (state format 6): each one's records are in its own buckets
+	// (store.Scope); the leader's loops walk them.
+	Tenants       []string `protobuf:"bytes,14,rep,name=tenants,proto3" json:"tenants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetaRecord) Reset() {
@@ -1276,6 +1280,13 @@ func (x *MetaRecord) GetDeadLettersIndexed() bool {
 func (x *MetaRecord) GetDeadLettersIndexAfter() []byte {
 	if x != nil {
 		return x.DeadLettersIndexAfter
+	}
+	return nil
+}
+
+func (x *MetaRecord) GetTenants() []string {
+	if x != nil {
+		return x.Tenants
 	}
 	return nil
 }
@@ -1925,7 +1936,7 @@ const file_command_records_proto_rawDesc = "" +
 	"created_us\x18\f \x01(\x03R\tcreatedUs\x12\x1b\n" +
 	"\tfailed_us\x18\r \x01(\x03R\bfailedUs\x12\x10\n" +
 	"\x03seq\x18\x0e \x01(\x04R\x03seq\x12\x1b\n" +
-	"\trecord_id\x18\x0f \x01(\fR\brecordId\"\xa4\x04\n" +
+	"\trecord_id\x18\x0f \x01(\fR\brecordId\"\xbe\x04\n" +
 	"\n" +
 	"MetaRecord\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12!\n" +
@@ -1942,7 +1953,8 @@ const file_command_records_proto_rawDesc = "" +
 	" \x01(\x04R\fauditRecords\x12!\n" +
 	"\fsealing_keys\x18\v \x03(\tR\vsealingKeys\x120\n" +
 	"\x14dead_letters_indexed\x18\f \x01(\bR\x12deadLettersIndexed\x127\n" +
-	"\x18dead_letters_index_after\x18\r \x01(\fR\x15deadLettersIndexAfter\"\x88\x01\n" +
+	"\x18dead_letters_index_after\x18\r \x01(\fR\x15deadLettersIndexAfter\x12\x18\n" +
+	"\atenants\x18\x0e \x03(\tR\atenants\"\x88\x01\n" +
 	"\rStoredOutcome\x12!\n" +
 	"\frequest_hash\x18\x01 \x01(\fR\vrequestHash\x12\x1d\n" +
 	"\n" +

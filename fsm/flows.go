@@ -20,7 +20,7 @@ import (
 // when more than MaxFlowMinutes queue-minutes would be kept.
 type Flows struct {
 	mu      sync.Mutex
-	by      map[string]map[int64]*FlowCounts // queue → minute (µs) → counts
+	by      map[flowKey]map[int64]*FlowCounts // (tenant, queue) → minute (µs) → counts
 	entries int                              // queue-minutes held
 	newest  int64                            // the newest minute counted
 	since   int64                            // counts cover entries after this time (µs); 0 = every entry
@@ -31,9 +31,12 @@ type Flows struct {
 
 type stagedFlow struct {
 	minute int64
-	queue  string
+	key    flowKey
 	c      FlowCounts
 }
+
+// flowKey names a queue of a tenant (its tenant.Key).
+type flowKey struct{ tenant, queue string }
 
 // FlowHorizonUs is how far back a node keeps its counts: one day.
 const FlowHorizonUs = 24 * 3600 * 1e6
@@ -87,11 +90,11 @@ func (c *FlowCounts) Add(o FlowCounts) {
 }
 
 func newFlows(since int64) *Flows {
-	return &Flows{by: map[string]map[int64]*FlowCounts{}, since: since}
+	return &Flows{by: map[flowKey]map[int64]*FlowCounts{}, since: since}
 }
 
 // stage notes what one kept command did (the apply goroutine only).
-func (fl *Flows) stage(now int64, flows map[string]*queue.Flow, res any) {
+func (fl *Flows) stage(tenantKey string, now int64, flows map[string]*queue.Flow, res any) {
 	minute := now - now%minuteUs
 	names := make([]string, 0, len(flows))
 	for q := range flows {
@@ -100,14 +103,14 @@ func (fl *Flows) stage(now int64, flows map[string]*queue.Flow, res any) {
 	sort.Strings(names)
 	for _, q := range names {
 		f := flows[q]
-		fl.staged = append(fl.staged, stagedFlow{minute: minute, queue: q, c: FlowCounts{
+		fl.staged = append(fl.staged, stagedFlow{minute: minute, key: flowKey{tenantKey, q}, c: FlowCounts{
 			Pushed: f.Pushed, Popped: f.Popped, Pops: f.Pops, Consumed: f.Consumed, Failed: f.Failed,
 			DeadLettered: f.DeadLettered, Conflated: f.Conflated, LagSumUs: f.LagSumUs, LagMaxUs: f.LagMaxUs,
 		}})
 	}
 	if rr, ok := res.(*command.RetainResult); ok {
 		for _, c := range rr.Queues {
-			fl.staged = append(fl.staged, stagedFlow{minute: minute, queue: c.Queue, c: FlowCounts{
+			fl.staged = append(fl.staged, stagedFlow{minute: minute, key: flowKey{tenantKey, c.Queue}, c: FlowCounts{
 				Retention: c.Retention, Completed: c.Completed, Evicted: c.Evicted,
 				DeadLettersExpired: c.DeadLetters, PartitionsRemoved: c.Partitions, Retains: 1,
 			}})
@@ -123,10 +126,10 @@ func (fl *Flows) publish() {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	for _, s := range fl.staged {
-		m := fl.by[s.queue]
+		m := fl.by[s.key]
 		if m == nil {
 			m = map[int64]*FlowCounts{}
-			fl.by[s.queue] = m
+			fl.by[s.key] = m
 		}
 		c := m[s.minute]
 		if c == nil {
@@ -177,21 +180,25 @@ func (fl *Flows) oldest() int64 {
 func (fl *Flows) reset(since int64) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	fl.by, fl.entries, fl.newest, fl.since, fl.staged = map[string]map[int64]*FlowCounts{}, 0, 0, since, nil
+	fl.by, fl.entries, fl.newest, fl.since, fl.staged = map[flowKey]map[int64]*FlowCounts{}, 0, 0, since, nil
 }
 
 // FlowQuery selects counts: entry times in [FromUs, ToUs), summed into
 // buckets of BucketUs (a multiple of a minute; 0 = one minute) aligned to
-// the Unix epoch, for the queues Queue accepts (nil = all).
+// the Unix epoch, for the queues Queue accepts (nil = all) of the tenant
+// Tenant names (a tenant.Key), or of every tenant with AllTenants.
 type FlowQuery struct {
 	FromUs, ToUs int64
 	BucketUs     int64
 	Queue        func(name string) bool
+	Tenant       string
+	AllTenants   bool
 }
 
 // FlowBucket is one queue's counts in one bucket.
 type FlowBucket struct {
 	StartUs int64
+	Tenant  string // its tenant.Key
 	Queue   string
 	FlowCounts
 }
@@ -212,13 +219,13 @@ func (fl *Flows) Series(q FlowQuery) FlowSeries {
 	q.BucketUs -= q.BucketUs % minuteUs
 	type key struct {
 		start int64
-		queue string
+		flowKey
 	}
 	sums := map[key]*FlowCounts{}
 	fl.mu.Lock()
 	since := fl.since
 	for name, m := range fl.by {
-		if q.Queue != nil && !q.Queue(name) {
+		if (!q.AllTenants && name.tenant != q.Tenant) || (q.Queue != nil && !q.Queue(name.queue)) {
 			continue
 		}
 		for minute, c := range m {
@@ -238,12 +245,15 @@ func (fl *Flows) Series(q FlowQuery) FlowSeries {
 	fl.mu.Unlock()
 	out := FlowSeries{SinceUs: since, Buckets: make([]FlowBucket, 0, len(sums))}
 	for k, c := range sums {
-		out.Buckets = append(out.Buckets, FlowBucket{StartUs: k.start, Queue: k.queue, FlowCounts: *c})
+		out.Buckets = append(out.Buckets, FlowBucket{StartUs: k.start, Tenant: k.tenant, Queue: k.queue, FlowCounts: *c})
 	}
 	sort.Slice(out.Buckets, func(i, j int) bool {
 		a, b := out.Buckets[i], out.Buckets[j]
 		if a.StartUs != b.StartUs {
 			return a.StartUs < b.StartUs
+		}
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
 		}
 		return a.Queue < b.Queue
 	})
@@ -255,5 +265,6 @@ func (rd *Reader) Flows(q FlowQuery) FlowSeries {
 	if rd.flows == nil {
 		return FlowSeries{}
 	}
+	q.Tenant = rd.tenant
 	return rd.flows.Series(q)
 }

@@ -81,7 +81,7 @@ func TestFlowsAreBounded(t *testing.T) {
 	fl := newFlows(0)
 	for minute := range int64(3) {
 		for q := range MaxFlowMinutes / 2 {
-			fl.staged = append(fl.staged, stagedFlow{minute: minute * minuteUs, queue: fmt.Sprint("q", q), c: FlowCounts{Pushed: 1}})
+			fl.staged = append(fl.staged, stagedFlow{minute: minute * minuteUs, key: flowKey{queue: fmt.Sprint("q", q)}, c: FlowCounts{Pushed: 1}})
 		}
 		fl.publish()
 	}

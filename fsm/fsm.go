@@ -110,6 +110,8 @@ type FSM struct {
 
 	// flows are the per-minute counts of what entries did (flows.go)
 	flows *Flows
+	// tenants are meta.Tenants as of the last applied batch, for readers
+	tenants atomic.Pointer[[]string]
 
 	// undone are the message batches applied since the state file last
 	// committed (store.Options.CommitEvery): the files they remove
@@ -163,23 +165,25 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 		opts.Metrics.conflated.fsm.Store(f)
 	}
 	err := db.View(func(r store.Reader) error {
-		qr := f.queue.Reader(r)
 		if opts.Keys == nil {
-			for _, q := range qr.Queues() {
-				if q.GetOptions().GetEncryptionEnabled() {
-					f.warnKeyless(q.Name)
-					break
+		keyless:
+			for _, key := range tenantKeys(f.meta) {
+				for _, q := range f.queue.Reader(ScopeOf(key).Reader(r)).Queues() {
+					if q.GetOptions().GetEncryptionEnabled() {
+						f.warnKeyless(q.Name)
+						break keyless
+					}
 				}
 			}
 		}
 		err := msgs.RemoveOrphans(func(name string) bool {
 			pid, ok := msgstore.PartitionID(name)
-			return ok && qr.Live(pid)
+			return ok && f.liveAnywhere(r, f.meta, pid)
 		})
 		if err != nil {
 			return err
 		}
-		return msgs.RemoveBelow(qr.Committed())
+		return msgs.RemoveBelow(f.committedAll(r, f.meta))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
@@ -199,6 +203,7 @@ func (f *FSM) loadMeta() error {
 	f.meta = meta
 	f.applied.Store(meta.AppliedIndex)
 	f.lastNow.Store(meta.LastNowUs)
+	f.publishTenants(meta)
 	return nil
 }
 
@@ -345,6 +350,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	}
 	f.flows.publish()
 	f.meta = meta
+	f.publishTenants(meta)
 	f.applied.Store(meta.AppliedIndex)
 	f.lastNow.Store(meta.LastNowUs)
 	if m := f.opts.Metrics; m != nil {
@@ -454,6 +460,11 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		}
 		panic(fmt.Sprintf("fsm: entry %d has a command this node does not know", index))
 	}
+	if err := validTenant(cmd.Tenant); err != nil {
+		return &command.Response{InternalError: err.Error()} // a front end checks it first: a node's own bug
+	}
+	noteTenant(meta, cmd.Tenant)
+	b = b.In(ScopeOf(cmd.Tenant))
 	if rp := idempotency.Replay(b.Reader(), cmd, now); rp != nil {
 		return rp // the key was seen before: nothing is applied
 	}
@@ -491,7 +502,7 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 		for _, q := range c.q.Touched() {
 			changes.touch(q)
 		}
-		f.flows.stage(now, c.q.Flows(), res)
+		f.flows.stage(cmd.Tenant, now, c.q.Flows(), res)
 		if c.all {
 			changes.touch("*")
 		}
@@ -537,8 +548,11 @@ func (f *FSM) runHandler(k *Kind, c *applyCtx, cmd *command.Command) (res proto.
 
 // Read runs fn on a consistent view of the state as of a whole applied
 // batch: a reader never sees part of an entry's writes.
-func (f *FSM) Read(fn func(r *Reader) error) error {
-	err := f.db.View(func(sr store.Reader) error { return fn(f.reader(sr)) })
+func (f *FSM) Read(fn func(r *Reader) error) error { return f.ReadAs("", fn) }
+
+// ReadAs is Read of one tenant's state (its tenant.Key).
+func (f *FSM) ReadAs(tenantKey string, fn func(r *Reader) error) error {
+	err := f.db.View(func(sr store.Reader) error { return fn(f.reader(sr, tenantKey)) })
 	if errors.Is(err, store.ErrCorrupt) {
 		f.opts.Damage.Note(damage.StateFile, err)
 	}
@@ -567,7 +581,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	frozen, err := f.msgs.Freeze(f.queue.Reader(snap.Reader()).Committed())
+	frozen, err := f.msgs.Freeze(f.committedAll(snap.Reader(), f.meta))
 	if err != nil {
 		snap.Release()
 		return nil, err

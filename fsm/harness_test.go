@@ -181,7 +181,7 @@ func (h *harness) ackAll(pr *command.PopResult, status command.AckStatus) []*com
 // stateHash digests every bucket of the state file and every committed
 // message (its index entry and its record).
 func stateHash(t *testing.T, f *FSM) string {
-	return stateHashOf(t, f, Buckets)
+	return stateHashOf(t, f, stateBuckets(f.meta))
 }
 
 func stateHashOf(t *testing.T, f *FSM, buckets []store.Bucket) string {
@@ -189,7 +189,7 @@ func stateHashOf(t *testing.T, f *FSM, buckets []store.Bucket) string {
 	var h string
 	err := f.db.View(func(r store.Reader) error {
 		var err error
-		h, err = f.hashOf(r, buckets)
+		h, err = f.hashOf(r, f.meta, buckets)
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"io"
 
+	"github.com/queen-node/queen-node/command"
+
 	"github.com/queen-node/queen-node/store"
 )
 
@@ -20,17 +22,20 @@ func (f *FSM) StateHash() (applied uint64, hash string, err error) {
 			return err
 		}
 		applied = meta.AppliedIndex
-		hash, err = f.hashOf(r, Buckets)
+		hash, err = f.hashOf(r, meta, stateBuckets(meta))
 		return err
 	})
 	return applied, hash, err
 }
 
-func (f *FSM) hashOf(r store.Reader, buckets []store.Bucket) (string, error) {
+// hashOf digests the buckets and every tenant's committed messages.
+func (f *FSM) hashOf(r store.Reader, meta *command.MetaRecord, buckets []store.Bucket) (string, error) {
 	sum := sha256.New()
 	store.Digest(sum, r, buckets)
-	if err := f.queue.Reader(r).DigestMessages(sum); err != nil {
-		return "", err
+	for _, key := range tenantKeys(meta) {
+		if err := f.queue.Reader(ScopeOf(key).Reader(r)).DigestMessages(sum); err != nil {
+			return "", err
+		}
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
@@ -55,6 +60,10 @@ func (f *FSM) pinCheck(index uint64) {
 // entries carry checksums of their own (package msgstore).
 func CheckDigest(view store.Reader, w io.Writer) string {
 	sum := sha256.New()
-	store.Digest(io.MultiWriter(sum, w), view, Buckets)
+	buckets := Buckets
+	if meta, err := readMeta(view, "state check"); err == nil {
+		buckets = stateBuckets(meta)
+	}
+	store.Digest(io.MultiWriter(sum, w), view, buckets)
 	return hex.EncodeToString(sum.Sum(nil))
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Metrics are the FSM's Prometheus collectors, registered on a registry the
@@ -51,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	m.conflated = &conflatedGauge{desc: prometheus.NewDesc("queen_queue_conflated_per_minute",
-		"Messages that conflated deliveries retired undelivered in the last minute of entry time, by queue (addendum §8).", []string{"queue"}, nil)}
+		"Messages that conflated deliveries retired undelivered in the last minute of entry time, by queue (addendum §8).", []string{"queue", "tenant"}, nil)}
 	if reg != nil {
 		reg.MustRegister(m.applySeconds, m.applyPanics, m.batchSeconds, m.batchEntries,
 			m.snapshotSeconds, m.snapshotBytes, m.conflated)
@@ -74,11 +75,11 @@ func (g *conflatedGauge) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	now := f.LastNow()
-	by := map[string]uint64{}
-	for _, b := range f.flows.Series(FlowQuery{FromUs: now - minuteUs, ToUs: now + 1}).Buckets {
-		by[b.Queue] += b.Conflated
+	by := map[flowKey]uint64{}
+	for _, b := range f.flows.Series(FlowQuery{FromUs: now - minuteUs, ToUs: now + 1, AllTenants: true}).Buckets {
+		by[flowKey{b.Tenant, b.Queue}] += b.Conflated
 	}
-	for q, n := range by {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), q)
+	for k, n := range by {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), k.queue, tenant.Name(k.tenant))
 	}
 }

@@ -25,7 +25,8 @@ import (
 type Reader struct {
 	*queue.Reader
 	timers *timers.Reader
-	r      store.Reader
+	r      store.Reader // the tenant's view (ScopeOf)
+	tenant string       // the tenant.Key whose state it reads
 	keys   *atrest.Keyring
 	flows  *Flows
 }
@@ -42,9 +43,13 @@ type (
 	MessageDetail  = queue.MessageDetail
 )
 
-func (f *FSM) reader(r store.Reader) *Reader {
-	return &Reader{Reader: f.queue.Reader(r), timers: timers.NewReader(r), r: r, keys: f.opts.Keys, flows: f.flows}
+func (f *FSM) reader(r store.Reader, tenantKey string) *Reader {
+	r = ScopeOf(tenantKey).Reader(r)
+	return &Reader{Reader: f.queue.Reader(r), timers: timers.NewReader(r), r: r, tenant: tenantKey, keys: f.opts.Keys, flows: f.flows}
 }
+
+// Tenant is the tenant.Key of the state rd reads.
+func (rd *Reader) Tenant() string { return rd.tenant }
 
 // Messages returns the stored messages from..to (inclusive) of a
 // partition, in order, their payloads decrypted (spec §5.12: a consumer

@@ -116,6 +116,9 @@ func bucketOf(tx *bolt.Tx, name Bucket, plain bool) checkedBucket {
 }
 
 func (c checkedBucket) Get(key []byte) []byte {
+	if c.b == nil {
+		return nil // a tenant's bucket before its first write
+	}
 	v := c.b.Get(key)
 	if v == nil || c.plain {
 		return v
@@ -128,6 +131,9 @@ func (c checkedBucket) Put(key, value []byte) error { return c.b.Put(key, sealed
 func (c checkedBucket) Delete(key []byte) error { return c.b.Delete(key) }
 
 func (c checkedBucket) Cursor() Cursor {
+	if c.b == nil {
+		return emptyCursor{}
+	}
 	if c.plain {
 		return c.b.Cursor()
 	}

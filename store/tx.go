@@ -42,21 +42,27 @@ func (r readTx) Cursor(b Bucket) Cursor          { return bucketOf(r.tx, b, r.pl
 // file commits (overlay.go).
 type Batch struct {
 	tx    *bolt.Tx
-	layer layer // nil: the batch commits on its own
+	layer layer  // nil: the batch commits on its own
+	scope *Scope // whose buckets Put, Reader and Begin use (In); nil = the default tenant's
 }
 
 // Begin starts a command's transaction on top of everything the batch
 // committed so far.
 func (b *Batch) Begin() *Tx {
-	return &Tx{base: b.tx, layer: b.layer}
+	return &Tx{base: b.tx, layer: b.layer, scope: b.scope}
 }
 
 // Reader reads the batch as committed so far.
-func (b *Batch) Reader() Reader { return readTx{tx: b.tx} }
+func (b *Batch) Reader() Reader { return b.scope.Reader(readTx{tx: b.tx}) }
 
 // Put writes straight into the batch (bookkeeping outside any command).
 func (b *Batch) Put(bucket Bucket, key, value []byte) error {
-	if err := bucketOf(b.tx, bucket, false).Put(key, value); err != nil {
+	bucket = b.scope.Of(bucket)
+	bk, err := writableBucketOf(b.tx, bucket)
+	if err != nil {
+		return err
+	}
+	if err := bk.Put(key, value); err != nil {
 		return err
 	}
 	b.layer.note(bucket, key, value)
@@ -69,7 +75,8 @@ func (b *Batch) Put(bucket Bucket, key, value []byte) error {
 // Put and Delete take ownership of the key and value slices.
 type Tx struct {
 	base   *bolt.Tx
-	layer  layer // the batch's, when it has one
+	layer  layer  // the batch's, when it has one
+	scope  *Scope // whose buckets it reads and writes; nil = the default tenant's
 	staged map[string]*stagedBucket
 }
 
@@ -97,6 +104,7 @@ func (t *Tx) bucket(b Bucket, create bool) *stagedBucket {
 
 // Get returns the value of key, staged writes first.
 func (t *Tx) Get(b Bucket, key []byte) []byte {
+	b = t.scope.Of(b)
 	if sb := t.bucket(b, false); sb != nil {
 		if v, ok := sb.writes[string(key)]; ok {
 			return v
@@ -110,7 +118,7 @@ func (t *Tx) Put(b Bucket, key, value []byte) {
 	if value == nil {
 		value = []byte{}
 	}
-	sb := t.bucket(b, true)
+	sb := t.bucket(t.scope.Of(b), true)
 	if _, ok := sb.writes[string(key)]; !ok {
 		sb.dirty = true
 	}
@@ -119,7 +127,7 @@ func (t *Tx) Put(b Bucket, key, value []byte) {
 
 // Delete stages the removal of key.
 func (t *Tx) Delete(b Bucket, key []byte) {
-	sb := t.bucket(b, true)
+	sb := t.bucket(t.scope.Of(b), true)
 	if _, ok := sb.writes[string(key)]; !ok {
 		sb.dirty = true
 	}
@@ -148,10 +156,12 @@ func (t *Tx) Commit() error {
 	sort.Strings(names)
 	for _, n := range names {
 		sb := t.staged[n]
-		bk := bucketOf(t.base, sb.name, false)
+		bk, err := writableBucketOf(t.base, sb.name)
+		if err != nil {
+			return fmt.Errorf("store: commit %s: %w", sb.name, err)
+		}
 		for _, k := range sb.sortedKeys() {
 			v, key := sb.writes[k], []byte(k)
-			var err error
 			if v == nil {
 				err = bk.Delete(key)
 			} else {
@@ -182,6 +192,7 @@ func (sb *stagedBucket) sortedKeys() []string {
 // Cursor walks the bucket with the staged writes merged in. With nothing
 // staged in the bucket it is bbolt's own cursor.
 func (t *Tx) Cursor(b Bucket) Cursor {
+	b = t.scope.Of(b)
 	base := bucketOf(t.base, b, false).Cursor()
 	sb := t.bucket(b, false)
 	if sb == nil || len(sb.writes) == 0 {
