@@ -86,7 +86,10 @@ var DefaultSkipPaths = []string{"/health", "/metrics/prometheus", "/metrics", "/
 
 // Identity is who a token says the caller is.
 type Identity struct {
-	Sub       string
+	Sub string
+	// Tenant is the token's tenant claim (package tenant): a name, or
+	// tenant.All for an admin that may read across tenants; "" = none.
+	Tenant    string
 	scopes    []string // the queues claim: name prefixes; nil = not scoped
 	admin     bool
 	readWrite bool
@@ -340,6 +343,11 @@ func (v *Verifier) Authenticate(header string) (*Identity, *Error) {
 			id.readOnly = true
 		case v.cfg.RoleWriteOnly:
 			id.writeOnly = true
+		}
+	}
+	if raw, ok := rest["tenant"]; ok {
+		if err := id.setTenant(raw); err != nil {
+			return nil, err
 		}
 	}
 	return id, nil

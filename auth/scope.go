@@ -2,7 +2,11 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
+
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Scopes (issue 14): a token may carry a "queues" claim, a list of name
@@ -38,3 +42,30 @@ func InScope(ctx context.Context, names ...string) bool {
 	}
 	return true
 }
+
+// setTenant reads a token's tenant claim: a valid tenant name, or
+// tenant.All on an admin token. Anything else is refused with the rule
+// (400: the token is genuine, its claim is not a tenant), never read as
+// the default tenant.
+func (id *Identity) setTenant(raw json.RawMessage) *Error {
+	var name string
+	if json.Unmarshal(raw, &name) != nil {
+		return &Error{http.StatusBadRequest, "the token's tenant claim is not a string: " + tenant.Rule}
+	}
+	if name == tenant.All {
+		if !id.admin {
+			return &Error{http.StatusBadRequest, `the token's tenant claim "*" (every tenant) is for admin tokens only`}
+		}
+		id.Tenant = name
+		return nil
+	}
+	if err := tenant.Valid(name); err != nil {
+		return &Error{http.StatusBadRequest, "the token's tenant claim: " + err.Error()}
+	}
+	id.Tenant = name
+	return nil
+}
+
+// AllTenants reports whether the identity may read across tenants (an
+// admin token whose tenant claim is "*").
+func (id *Identity) AllTenants() bool { return id != nil && id.admin && id.Tenant == tenant.All }

@@ -35,7 +35,13 @@ type config struct {
 	transport string
 	token     TokenSource
 	routing   *bool
+	tenant    string // "" = none named: the token's claim, or the default tenant
 }
+
+// WithTenant names the tenant of every call in the x-queen-tenant header
+// (gRPC metadata). A node reads it only with --trust-tenant-header or for
+// an admin token of every tenant; a token's own tenant claim wins over it.
+func WithTenant(name string) Option { return func(c *config) { c.tenant = name } }
 
 // WithLeaderRouting turns leader routing on or off. It is on when New is
 // given several nodes and off for one (which may be a load balancer, or a
@@ -89,6 +95,10 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.tenant != "" {
+		cfg.dialOpts = append(cfg.dialOpts, grpc.WithChainUnaryInterceptor(tenantUnary(cfg.tenant)),
+			grpc.WithChainStreamInterceptor(tenantStream(cfg.tenant)))
+	}
 	c := &Client{retry: cfg.retry.withDefaults()}
 	var nodes []transport
 	var dial func(addr string) (transport, error)
@@ -137,8 +147,8 @@ func open(target string, cfg *config) (transport, func(addr string) (transport, 
 	switch {
 	case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
 		scheme := u.Scheme
-		return newHTTP(target, cfg.hc, cfg.token), func(addr string) (transport, error) {
-			return newHTTP(scheme+"://"+addr, cfg.hc, cfg.token), nil
+		return newHTTP(target, cfg.hc, cfg.token, cfg.tenant), func(addr string) (transport, error) {
+			return newHTTP(scheme+"://"+addr, cfg.hc, cfg.token, cfg.tenant), nil
 		}, nil
 	case err == nil && u.Scheme == "grpc":
 		t, err := newGRPC(u.Host, cfg.dialOpts, cfg.token)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -199,3 +200,17 @@ func (b bearer) GetRequestMetadata(ctx context.Context, _ ...string) (map[string
 // RequireTransportSecurity is false: a loopback broker without TLS takes
 // tokens too (use TLS credentials beyond loopback).
 func (bearer) RequireTransportSecurity() bool { return false }
+
+// tenantUnary and tenantStream name the client's tenant (WithTenant) in
+// every call's metadata.
+func tenantUnary(name string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, "x-queen-tenant", name), method, req, reply, cc, opts...)
+	}
+}
+
+func tenantStream(name string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(metadata.AppendToOutgoingContext(ctx, "x-queen-tenant", name), desc, cc, method, opts...)
+	}
+}

@@ -19,19 +19,20 @@ import (
 
 // httpTransport speaks the Queen HTTP API (spec/http-api.md).
 type httpTransport struct {
-	base  string // scheme://host[:port], no trailing slash
-	hc    *http.Client
-	token TokenSource // nil = no Authorization header
+	base   string // scheme://host[:port], no trailing slash
+	hc     *http.Client
+	token  TokenSource // nil = no Authorization header
+	tenant string      // "" = no x-queen-tenant header
 }
 
-func newHTTP(base string, hc *http.Client, token TokenSource) *httpTransport {
+func newHTTP(base string, hc *http.Client, token TokenSource, tenant string) *httpTransport {
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{
 			Proxy: http.ProxyFromEnvironment, MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second,
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		}}
 	}
-	return &httpTransport{base: strings.TrimRight(base, "/"), hc: hc, token: token}
+	return &httpTransport{base: strings.TrimRight(base, "/"), hc: hc, token: token, tenant: tenant}
 }
 
 func (t *httpTransport) close() error {
@@ -65,6 +66,9 @@ func (t *httpTransport) send(ctx context.Context, method, path, key string, body
 	req.Header.Set("Accept", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	if t.tenant != "" {
+		req.Header.Set("X-Queen-Tenant", t.tenant)
 	}
 	if t.token != nil {
 		tok, err := t.token(ctx)

@@ -116,6 +116,7 @@ func (n *Node) leaderForwardAddr() (id, addr string) {
 // Apply turns cmd into one log entry, on the leader, and returns the FSM's
 // result for that entry (never "index N committed").
 func (n *Node) Apply(ctx context.Context, cmd *command.Command) (proto.Message, error) {
+	stampTenant(ctx, cmd)
 	if res := n.refused(cmd); res != nil {
 		return res, nil
 	}
@@ -139,7 +140,7 @@ func (n *Node) refused(cmd *command.Command) proto.Message {
 		return nil
 	}
 	var res proto.Message
-	n.fsm.Read(func(r *fsm.Reader) error {
+	n.fsm.ReadAs(cmd.Tenant, func(r *fsm.Reader) error {
 		res = r.Refused(cmd)
 		return nil
 	})
@@ -185,6 +186,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *command.Command) (proto.Mess
 	if timeout <= 0 {
 		return nil, ErrTimeout
 	}
+	stampTenant(ctx, cmd)
 	if !fsm.Applies(cmd) { // a forwarded command of a newer node, or a malformed one
 		return nil, fmt.Errorf("%w: a command of a kind this node does not apply (%T)", ErrInternal, cmd.Body)
 	}
@@ -285,7 +287,7 @@ func (n *Node) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) e
 			return err
 		}
 	}
-	return n.fsm.Read(fn)
+	return n.fsm.ReadAs(tenantKey(ctx), fn)
 }
 
 // Query answers q at the given level: stale from this node's state,
@@ -293,7 +295,7 @@ func (n *Node) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) e
 // leader has confirmed it leads and applied its commit index.
 func (n *Node) Query(ctx context.Context, level ReadLevel, q *command.Query) (*command.QueryResult, error) {
 	if level == Stale {
-		return n.answer(q)
+		return n.answer(ctx, q)
 	}
 	return route(n, ctx, forwardRead,
 		func() (*command.QueryResult, error) { return n.QueryLocal(ctx, q) },
@@ -310,12 +312,12 @@ func (n *Node) QueryLocal(ctx context.Context, q *command.Query) (*command.Query
 	if err := n.waitApplied(ctx, index); err != nil {
 		return nil, err
 	}
-	return n.answer(q)
+	return n.answer(ctx, q)
 }
 
-func (n *Node) answer(q *command.Query) (*command.QueryResult, error) {
+func (n *Node) answer(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
 	var res *command.QueryResult
-	err := n.fsm.Read(func(rd *fsm.Reader) error {
+	err := n.fsm.ReadAs(tenantKey(ctx), func(rd *fsm.Reader) error {
 		var err error
 		res, err = rd.Answer(q, n.Now())
 		return err

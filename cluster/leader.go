@@ -10,6 +10,7 @@ import (
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // watchLeadership starts the leader's loops when this node wins an election
@@ -87,29 +88,37 @@ func (n *Node) leaderLoop(stop chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
-			n.indexDeadLetters(stop)
-			n.sweep(stop)
-			n.retain(stop)
-			n.drainBuffer(stop)
+			for _, key := range n.fsm.TenantKeys() {
+				n.indexDeadLetters(key, stop)
+				n.sweep(key, stop)
+				n.retain(key, stop)
+				n.drainBuffer(key, stop)
+			}
 		case <-membership.C:
 			n.reconcile()
 			n.proposeStateCheck(false)
 		case <-checks.C:
 			n.proposeStateCheck(true)
 		case <-timers.C:
-			n.fireTimers(stop)
+			for _, key := range n.fsm.TenantKeys() {
+				n.fireTimers(key, stop)
+			}
 		case <-changed:
 			n.reconcile()
 		}
 	}
 }
 
+// The loops below each do one tenant's work (its tenant.Key); the leader
+// runs them for every tenant its state holds, each tenant's in entries of
+// its own (a command is one tenant's).
+
 // fireTimers proposes fire steps while timers are due (addendum §1.4).
 // Apply decides which timers fire, by the fire entry's own time.
-func (n *Node) fireTimers(stop chan struct{}) {
+func (n *Node) fireTimers(key string, stop chan struct{}) {
 	for i := 0; i < 64; i++ {
 		var due bool
-		_ = n.fsm.Read(func(r *fsm.Reader) error {
+		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error {
 			next := r.NextTimerDue()
 			due = next != 0 && next <= n.clock.read() && r.Switches().TimersFireEnabled
 			return nil
@@ -118,7 +127,7 @@ func (n *Node) fireTimers(stop chan struct{}) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_FireTimers{FireTimers: &command.FireTimers{}}})
+		res, err := n.applyLocal(ctx, &command.Command{Tenant: key, Body: &command.Command_FireTimers{FireTimers: &command.FireTimers{}}})
 		cancel()
 		if err != nil {
 			n.log.Warn("timer fire step failed; will retry", "err", err)
@@ -149,17 +158,17 @@ func (n *Node) fireTimers(stop chan struct{}) {
 // past a queue's retention: Retain entries over every partition in key
 // order, each going on where the last one stopped. What goes is decided in
 // apply, by each entry's time.
-func (n *Node) retain(stop chan struct{}) {
+func (n *Node) retain(key string, stop chan struct{}) {
 	idle := n.cfg.PartitionIdle.Microseconds()
 	due := false
-	_ = n.fsm.Read(func(r *fsm.Reader) error { due = r.RetainDue(n.clock.read(), idle); return nil })
+	_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.RetainDue(n.clock.read(), idle); return nil })
 	if !due {
 		return
 	}
 	var after []byte
 	for i := 0; i < 10000; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_Retain{Retain: &command.Retain{
+		res, err := n.applyLocal(ctx, &command.Command{Tenant: key, Body: &command.Command_Retain{Retain: &command.Retain{
 			After: after, Limit: n.cfg.SweepLimit, PartitionIdleUs: idle}}})
 		cancel()
 		if err != nil {
@@ -190,16 +199,19 @@ func (n *Node) retain(stop chan struct{}) {
 // maintenance calls it so that its answer says what is left.
 func (n *Node) DrainPushBuffer(ctx context.Context, timeout time.Duration) uint64 {
 	var left uint64
-	for range drainSteps {
-		c, cancel := context.WithTimeout(ctx, timeout)
-		res, err := n.Apply(c, &command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{}}})
-		cancel()
-		d, ok := res.(*command.DrainResult)
-		if err != nil || !ok {
-			return left
-		}
-		if left = d.Remaining; left == 0 || d.Appended == 0 {
-			return left
+	for _, key := range n.fsm.TenantKeys() { // every tenant's buffer: the switch is the log's
+		tctx := tenant.With(ctx, tenant.Name(key))
+		for range drainSteps {
+			c, cancel := context.WithTimeout(tctx, timeout)
+			res, err := n.Apply(c, &command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{}}})
+			cancel()
+			d, ok := res.(*command.DrainResult)
+			if err != nil || !ok {
+				return left
+			}
+			if left = d.Remaining; left == 0 || d.Appended == 0 {
+				break
+			}
 		}
 	}
 	return left
@@ -211,15 +223,15 @@ const drainSteps = 100
 // drainBuffer appends, in bounded steps, the pushes push maintenance held
 // once it is off (spec §4.14). A POST that ends maintenance drains too;
 // this finishes what it left, or what a leader change interrupted.
-func (n *Node) drainBuffer(stop chan struct{}) {
+func (n *Node) drainBuffer(key string, stop chan struct{}) {
 	for i := 0; i < 1000; i++ {
 		due := false
-		_ = n.fsm.Read(func(r *fsm.Reader) error { s := r.Switches(); due = !s.PushMaintenance && s.Buffered > 0; return nil })
+		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { s := r.Switches(); due = !s.PushMaintenance && r.Buffered(); return nil })
 		if !due {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{Limit: n.cfg.SweepLimit}}})
+		res, err := n.applyLocal(ctx, &command.Command{Tenant: key, Body: &command.Command_DrainBuffer{DrainBuffer: &command.DrainBuffer{Limit: n.cfg.SweepLimit}}})
 		cancel()
 		if err != nil {
 			n.log.Warn("draining the push buffer failed; will retry", "err", err)
@@ -240,15 +252,15 @@ func (n *Node) drainBuffer(stop chan struct{}) {
 // indexDeadLetters proposes the steps of the dead letters' message-index
 // backfill while the state says it is incomplete (a state written before
 // the index existed): entries, so every replica files the same records.
-func (n *Node) indexDeadLetters(stop chan struct{}) {
+func (n *Node) indexDeadLetters(key string, stop chan struct{}) {
 	for i := 0; i < 100; i++ {
 		due := false
-		_ = n.fsm.Read(func(r *fsm.Reader) error { due = r.IndexDue(); return nil })
+		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.IndexDue(); return nil })
 		if !due {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_IndexDeadLetters{IndexDeadLetters: &command.IndexDeadLetters{}}})
+		res, err := n.applyLocal(ctx, &command.Command{Tenant: key, Body: &command.Command_IndexDeadLetters{IndexDeadLetters: &command.IndexDeadLetters{}}})
 		cancel()
 		if err != nil {
 			n.log.Warn("indexing dead letters failed; will retry", "err", err)
@@ -265,15 +277,15 @@ func (n *Node) indexDeadLetters(stop chan struct{}) {
 	}
 }
 
-func (n *Node) sweep(stop chan struct{}) {
+func (n *Node) sweep(key string, stop chan struct{}) {
 	for i := 0; i < 100; i++ {
 		due := false
-		_ = n.fsm.Read(func(r *fsm.Reader) error { due = r.SweepDue(n.clock.read()); return nil })
+		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.SweepDue(n.clock.read()); return nil })
 		if !due {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-		res, err := n.applyLocal(ctx, &command.Command{Body: &command.Command_Sweep{Sweep: &command.Sweep{Limit: n.cfg.SweepLimit}}})
+		res, err := n.applyLocal(ctx, &command.Command{Tenant: key, Body: &command.Command_Sweep{Sweep: &command.Sweep{Limit: n.cfg.SweepLimit}}})
 		cancel()
 		if err != nil {
 			n.log.Warn("sweep failed; will retry", "err", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 type metrics struct {
@@ -99,8 +100,8 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 type depthCollector struct{ n *Node }
 
 var (
-	queueDepthDesc  = prometheus.NewDesc("queen_queue_depth", "Messages pending in queue mode, by queue.", []string{"queue"}, nil)
-	dlqDepthDesc    = prometheus.NewDesc("queen_dlq_depth_by_queue", "Dead letters stored, by queue.", []string{"queue"}, nil)
+	queueDepthDesc  = prometheus.NewDesc("queen_queue_depth", "Messages pending in queue mode, by queue.", []string{"queue", "tenant"}, nil)
+	dlqDepthDesc    = prometheus.NewDesc("queen_dlq_depth_by_queue", "Dead letters stored, by queue.", []string{"queue", "tenant"}, nil)
 	dlqTotalDesc    = prometheus.NewDesc("queen_dlq_depth", "Dead letters stored.", nil, prometheus.Labels{"scope": "cluster"})
 	maintenanceDesc = prometheus.NewDesc("queen_maintenance_mode_enabled",
 		"1 while push maintenance is on (mode=push: pushes are buffered) or pop maintenance (mode=pop: pops answer empty).", []string{"mode"}, nil)
@@ -123,14 +124,20 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(maintenanceDesc, prometheus.GaugeValue, b2f(s.PushMaintenance), "push")
 		ch <- prometheus.MustNewConstMetric(maintenanceDesc, prometheus.GaugeValue, b2f(s.PopMaintenance), "pop")
 		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(s.Buffered))
-		for _, q := range r.Queues() {
-			c := r.Counts(q, now).Totals
-			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(c.Pending+c.Processing), q.Name)
-			ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(c.DeadLetter), q.Name)
-			dlqTotal += float64(c.DeadLetter)
-		}
 		return nil
 	})
+	for _, key := range d.n.fsm.TenantKeys() {
+		name := tenant.Name(key)
+		_ = d.n.fsm.ReadAs(key, func(r *fsm.Reader) error {
+			for _, q := range r.Queues() {
+				c := r.Counts(q, now).Totals
+				ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(c.Pending+c.Processing), q.Name, name)
+				ch <- prometheus.MustNewConstMetric(dlqDepthDesc, prometheus.GaugeValue, float64(c.DeadLetter), q.Name, name)
+				dlqTotal += float64(c.DeadLetter)
+			}
+			return nil
+		})
+	}
 	ch <- prometheus.MustNewConstMetric(dlqTotalDesc, prometheus.GaugeValue, dlqTotal)
 }
 

@@ -437,8 +437,13 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 func (n *Node) Now() int64 { return max(n.clock.read(), n.fsm.LastNow()) }
 
 // Watch returns a channel closed when an applied entry next changes queue
-// ("" = any queue).
-func (n *Node) Watch(queue string) <-chan struct{} { return n.hub.watch(queue) }
+// of the tenant ctx carries ("" = any queue of any tenant).
+func (n *Node) Watch(ctx context.Context, queue string) <-chan struct{} {
+	if queue != "" {
+		queue = fsm.QueueKey(tenantKey(ctx), queue)
+	}
+	return n.hub.watch(queue)
+}
 
 // NewLeaseID mints a lease id: a UUIDv7, so that the lease table's index by
 // id grows at its end.

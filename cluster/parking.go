@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/fsm"
 )
 
 // parking holds the long-poll pops that found nothing to deliver, so that a
@@ -39,12 +40,17 @@ type parking struct {
 // popKey is what a pop's readiness depends on. Queue is "" for a
 // namespace/task pop, which every change may feed.
 type popKey struct {
-	queue, partition, group, namespace, task string
+	tenant                                   string // its tenant.Key
+	queue, partition, group, namespace, task string // queue: fsm.QueueKey, as changes name it
 	hasPartition                             bool
 }
 
-func keyOf(in *command.Pop) popKey {
-	return popKey{queue: in.Queue, partition: in.Partition, group: in.ConsumerGroup,
+func keyOf(tenantKey string, in *command.Pop) popKey {
+	q := in.Queue
+	if q != "" {
+		q = fsm.QueueKey(tenantKey, q)
+	}
+	return popKey{tenant: tenantKey, queue: q, partition: in.Partition, group: in.ConsumerGroup,
 		namespace: in.Namespace, task: in.Task, hasPartition: in.HasPartition}
 }
 
@@ -61,8 +67,8 @@ func newParking() *parking {
 
 // join puts a pop at the end of its line. Join before the first look at the
 // state, so that a change between the look and the park is not missed.
-func (p *parking) join(in *command.Pop) *parked {
-	w := &parked{key: keyOf(in), signal: make(chan struct{}, 1)}
+func (p *parking) join(tenantKey string, in *command.Pop) *parked {
+	w := &parked{key: keyOf(tenantKey, in), signal: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := p.lines[w.key]

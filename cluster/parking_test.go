@@ -22,10 +22,10 @@ func signalled(w *parked) bool {
 
 func TestParkingSignalsTheHeadOfEachLineOnly(t *testing.T) {
 	p := newParking()
-	a := []*parked{p.join(&command.Pop{Queue: "q"}), p.join(&command.Pop{Queue: "q"}), p.join(&command.Pop{Queue: "q"})}
-	other := p.join(&command.Pop{Queue: "q", ConsumerGroup: "g"})
-	elsewhere := p.join(&command.Pop{Queue: "r"})
-	ns := p.join(&command.Pop{Namespace: "billing"})
+	a := []*parked{p.join("", &command.Pop{Queue: "q"}), p.join("", &command.Pop{Queue: "q"}), p.join("", &command.Pop{Queue: "q"})}
+	other := p.join("", &command.Pop{Queue: "q", ConsumerGroup: "g"})
+	elsewhere := p.join("", &command.Pop{Queue: "r"})
+	ns := p.join("", &command.Pop{Namespace: "billing"})
 	p.notify(map[string]struct{}{"q": {}})
 	for i, want := range []bool{true, false, false} {
 		if got := signalled(a[i]); got != want {
@@ -59,7 +59,7 @@ func TestParkingSignalsTheHeadOfEachLineOnly(t *testing.T) {
 	if !signalled(a[2]) || signalled(a[2]) {
 		t.Fatal("signals are sticky and do not pile up")
 	}
-	b := p.join(&command.Pop{Queue: "q"})
+	b := p.join("", &command.Pop{Queue: "q"})
 	p.wakeAll()
 	for _, w := range []*parked{a[2], b, other, elsewhere, ns} {
 		if !signalled(w) {

@@ -38,19 +38,20 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		return nil, ErrNotLeader
 	}
 	in.LeaseId = LeaseIDFor(in.LeaseId)
-	if err := n.kafkaGroup(in); err != nil {
+	key := tenantKey(ctx)
+	if err := n.kafkaGroup(key, in); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(wait)
 	var w *parked
 	if wait > 0 {
-		w = n.parking.join(in) // before the first look: no change slips between
+		w = n.parking.join(key, in) // before the first look: no change slips between
 		defer n.parking.leave(w)
 	}
 	empty := func() *command.PopResult {
 		res := &command.PopResult{Queue: in.Queue, ConsumerGroup: in.ConsumerGroup}
 		if in.HasConflation { // still say whether it would have conflated (addendum §8)
-			n.fsm.Read(func(r *fsm.Reader) error {
+			n.fsm.ReadAs(key, func(r *fsm.Reader) error {
 				if q := r.Queue(in.Queue); q != nil {
 					g := r.Group(in.Queue, cmp.Or(in.ConsumerGroup, command.QueueModeGroup))
 					res.Conflation, res.ConflationEcho, res.ConflationConflict = queue.Conflation(queue.GroupPolicy, q.Options, g, in, in.ConsumerGroup)
@@ -76,7 +77,7 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 				limit = n.parking.waiting(w)
 				n.parking.looks.Add(1)
 			}
-			if err := n.fsm.Read(func(r *fsm.Reader) error {
+			if err := n.fsm.ReadAs(key, func(r *fsm.Reader) error {
 				ready = r.PopReadiness(in, n.Now(), limit)
 				return nil
 			}); err != nil {
@@ -94,7 +95,7 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 			}
 			pr := res.(*command.PopResult)
 			if len(pr.Messages) > 0 {
-				return n.hydrate(pr)
+				return n.hydrate(key, pr)
 			}
 			// Someone else took it first: look again.
 			if wait <= 0 {
@@ -132,8 +133,8 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 
 // hydrate reads the popped messages' stored records: each partition's run
 // is contiguous, so one read of its files per partition.
-func (n *Node) hydrate(pr *command.PopResult) (*command.PopResult, error) {
-	err := n.fsm.Read(func(r *fsm.Reader) error {
+func (n *Node) hydrate(tenantKey string, pr *command.PopResult) (*command.PopResult, error) {
+	err := n.fsm.ReadAs(tenantKey, func(r *fsm.Reader) error {
 		pr.Records = make([]*command.MessageRecord, len(pr.Messages))
 		for i := 0; i < len(pr.Messages); {
 			m := pr.Messages[i]
@@ -162,13 +163,13 @@ func (n *Node) hydrate(pr *command.PopResult) (*command.PopResult, error) {
 
 // kafkaGroup refuses a pop of a queue whose group of that name is a Kafka
 // consumer group's (apply would deliver nothing of it either).
-func (n *Node) kafkaGroup(in *command.Pop) error {
+func (n *Node) kafkaGroup(tenantKey string, in *command.Pop) error {
 	if in.Queue == "" {
 		return nil
 	}
 	group := cmp.Or(in.ConsumerGroup, command.QueueModeGroup)
 	var kafka bool
-	_ = n.fsm.Read(func(r *fsm.Reader) error {
+	_ = n.fsm.ReadAs(tenantKey, func(r *fsm.Reader) error {
 		kafka = r.Group(in.Queue, group).GetKafka()
 		return nil
 	})

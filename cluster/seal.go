@@ -26,7 +26,7 @@ func (n *Node) seal(cmd *command.Command) error {
 	if !carries {
 		return nil
 	}
-	return n.fsm.Read(func(r *fsm.Reader) error {
+	return n.fsm.ReadAs(cmd.Tenant, func(r *fsm.Reader) error {
 		var last string
 		var lastEncrypts bool
 		keys.SealPayloads(each, func(queue string) bool {

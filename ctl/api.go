@@ -46,9 +46,10 @@ func isStatus(err error, status int) bool {
 
 // api calls one node's HTTP API.
 type api struct {
-	base  string // scheme://host:port, no trailing slash
-	hc    *http.Client
-	token string
+	base   string // scheme://host:port, no trailing slash
+	hc     *http.Client
+	token  string
+	tenant string // --tenant: the x-queen-tenant header ("" = none)
 }
 
 // httpClient is the client every request goes through: the TLS options,
@@ -91,7 +92,7 @@ func (a *api) at(hostport string) *api {
 	if strings.HasPrefix(a.base, "https://") {
 		scheme = "https://"
 	}
-	return &api{base: scheme + hostport, hc: a.hc, token: a.token}
+	return &api{base: scheme + hostport, hc: a.hc, token: a.token, tenant: a.tenant}
 }
 
 // unbounded is the same API without --timeout: for one request that may
@@ -99,7 +100,7 @@ func (a *api) at(hostport string) *api {
 func (a *api) unbounded() *api {
 	hc := *a.hc
 	hc.Timeout = 0
-	return &api{base: a.base, hc: &hc, token: a.token}
+	return &api{base: a.base, hc: &hc, token: a.token, tenant: a.tenant}
 }
 
 // attempts bounds the sends of one call; retries only happen when the
@@ -163,6 +164,9 @@ func (a *api) once(ctx context.Context, method, target string, payload []byte) (
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if a.tenant != "" {
+		req.Header.Set("X-Queen-Tenant", a.tenant)
+	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}

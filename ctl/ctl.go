@@ -180,6 +180,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // globals are the flags every command takes.
 type globals struct {
 	url, token    string
+	tenant        string
 	ca, cert, key string
 	insecure      bool
 	output        string
@@ -199,6 +200,7 @@ func defaultGlobals() globals {
 		g.url = v
 	}
 	g.token = os.Getenv("QUEEN_TOKEN")
+	g.tenant = os.Getenv("QUEEN_TENANT")
 	return g
 }
 
@@ -206,6 +208,7 @@ func defaultGlobals() globals {
 func (g *globals) register(fs *flag.FlagSet, def globals) {
 	fs.StringVar(&g.url, "url", def.url, "HTTP(S) address of any node (env QUEEN_URL)")
 	fs.StringVar(&g.token, "token", def.token, "bearer token (JWT) sent with every request (env QUEEN_TOKEN)")
+	fs.StringVar(&g.tenant, "tenant", def.tenant, "tenant named in the x-queen-tenant header (env QUEEN_TENANT): read by a node with --trust-tenant-header, or for an admin token of every tenant")
 	fs.StringVar(&g.ca, "ca", def.ca, "PEM file of the CA(s) to trust for https:// (instead of the system roots)")
 	fs.BoolVar(&g.insecure, "insecure-skip-verify", def.insecure, "do not verify the node's certificate (testing only)")
 	fs.StringVar(&g.cert, "cert", def.cert, "PEM client certificate (with --key)")

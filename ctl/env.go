@@ -35,7 +35,7 @@ func newEnv(ctx context.Context, g globals, stdout, stderr io.Writer) (*env, err
 		return nil, err
 	}
 	e := &env{ctx: ctx, g: g, hc: hc, out: stdout, errw: stderr,
-		api: &api{base: strings.TrimRight(g.url, "/"), hc: hc, token: strings.TrimSpace(g.token)}}
+		api: &api{base: strings.TrimRight(g.url, "/"), hc: hc, token: strings.TrimSpace(g.token), tenant: g.tenant}}
 	if f, ok := stderr.(*os.File); ok {
 		e.tty = term.IsTerminal(int(f.Fd()))
 	}
@@ -55,6 +55,9 @@ func (e *env) queen() (*queen.Client, error) {
 		return e.client, nil
 	}
 	opts := []queen.Option{queen.WithHTTPClient(e.hc)}
+	if e.api.tenant != "" {
+		opts = append(opts, queen.WithTenant(e.api.tenant))
+	}
 	if e.api.token != "" {
 		opts = append(opts, queen.WithToken(e.api.token))
 	}

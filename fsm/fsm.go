@@ -500,7 +500,7 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 			panic(fmt.Sprintf("fsm: entry %d: %v", index, err))
 		}
 		for _, q := range c.q.Touched() {
-			changes.touch(q)
+			changes.touch(QueueKey(cmd.Tenant, q))
 		}
 		f.flows.stage(cmd.Tenant, now, c.q.Flows(), res)
 		if c.all {

@@ -23,7 +23,7 @@ import (
 func applyPush(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	items := cmd.GetPush().Items
 	res := &command.PushResult{Items: make([]*command.PushItemResult, len(items))}
-	buffer := c.meta.PushMaintenance || c.meta.Buffered > 0
+	buffer := c.meta.PushMaintenance || c.q.Buffered()
 	for i, it := range items {
 		if buffer {
 			res.Items[i] = c.q.Buffer(it)
@@ -38,7 +38,7 @@ func applyPush(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 // applyDrainBuffer appends a bounded step of the push buffer once push
 // maintenance is off (the leader proposes steps until it is empty).
 func applyDrainBuffer(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
-	if c.meta.PushMaintenance || c.meta.Buffered == 0 {
+	if c.meta.PushMaintenance || !c.q.Buffered() {
 		return &command.DrainResult{Remaining: c.meta.Buffered}, true
 	}
 	limit := int(cmd.GetDrainBuffer().Limit)
@@ -47,7 +47,7 @@ func applyDrainBuffer(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	}
 	n := c.q.Drain(limit)
 	c.meta.Buffered -= min(c.meta.Buffered, uint64(n))
-	if n < limit {
+	if n < limit && len(c.meta.Tenants) == 0 {
 		c.meta.Buffered = 0 // the buffer is empty whatever the count said
 	}
 	return &command.DrainResult{Appended: uint32(n), Remaining: c.meta.Buffered}, true

@@ -39,7 +39,7 @@ func (c *applyCtx) kafkaBatch(b *command.KafkaBatch, in *command.KafkaProduce, t
 		r.ErrorCode, r.Error = int32(code), text
 		return r
 	}
-	if c.meta.PushMaintenance || c.meta.Buffered > 0 {
+	if c.meta.PushMaintenance || c.q.Buffered() {
 		// a buffered push has no offset to answer with: the client retries
 		return fail(kerr.LeaderNotAvailable.Code, "push maintenance is on: retry")
 	}

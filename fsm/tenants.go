@@ -39,6 +39,17 @@ func ScopeOf(key string) *store.Scope {
 	return s.(*store.Scope)
 }
 
+// QueueKey names a queue of a tenant (its tenant.Key) the way Changes
+// does: by its name in the default tenant, prefixed by the tenant's key in
+// another ('\x00' is in no name), so a change wakes the watchers of its
+// own tenant's queue only.
+func QueueKey(tenantKey, queue string) string {
+	if tenantKey == "" {
+		return queue
+	}
+	return tenantKey + "\x00" + queue
+}
+
 // validTenant checks a command's tenant key: "" or a valid name other
 // than the default's (whose key is "").
 func validTenant(key string) error {

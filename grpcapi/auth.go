@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"crypto/tls"
+	"net/http"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/queen-node/queen-node/auth"
 	"github.com/queen-node/queen-node/pipeline"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // JWT on gRPC: the same tokens as on HTTP, in the per-call metadata
@@ -21,35 +23,68 @@ import (
 // row of the access table (package pipeline) is its HTTP twin's. Refusals are UNAUTHENTICATED (the
 // HTTP 401s) and PERMISSION_DENIED (403) with the spec's texts.
 
-// authorize is the check both interceptors make.
-func authorize(ctx context.Context, v *auth.Verifier, method string) (context.Context, error) {
+// doors are what a call passes at the door: its token, then its tenant.
+type doors struct {
+	auth    *auth.Verifier // nil = JWT off
+	tenants *tenant.Door
+}
+
+// authorize is the check both interceptors make: the token (JWT on), then
+// the call's tenant (package tenant's one rule), carried in its context.
+// A forwarded call names its tenant itself (forward.go).
+func authorize(ctx context.Context, d *doors, method string) (context.Context, error) {
+	ctx, err := authenticate(ctx, d.auth, method)
+	if err != nil || strings.HasPrefix(method, forwardService) {
+		return ctx, err
+	}
+	var claim string
+	if id := auth.IdentityFrom(ctx); id != nil {
+		claim = id.Tenant
+	}
+	name, err := d.tenants.Resolve(claim, metadataValue(ctx, tenant.Header))
+	if err != nil {
+		return ctx, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return tenant.With(ctx, name), nil
+}
+
+func metadataValue(ctx context.Context, key string) string {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if vals := md.Get(key); len(vals) > 0 {
+			return vals[0]
+		}
+	}
+	return ""
+}
+
+// authenticate checks the call's token against its method's row of the
+// access table.
+func authenticate(ctx context.Context, v *auth.Verifier, method string) (context.Context, error) {
 	acc := pipeline.MethodAccess(method)
 	if v == nil || acc.Level == auth.Public {
 		return ctx, nil
 	}
-	var header string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if vals := md.Get("authorization"); len(vals) > 0 {
-			header = vals[0]
-		}
-	}
+	header := metadataValue(ctx, "authorization")
 	id, aerr := v.Authenticate(header)
 	if aerr == nil && !id.Allows(acc.Level, acc.Producer) {
 		aerr = auth.ErrInsufficient
 	}
 	if aerr != nil {
 		code := codes.Unauthenticated
-		if aerr == auth.ErrInsufficient {
+		switch {
+		case aerr == auth.ErrInsufficient:
 			code = codes.PermissionDenied
+		case aerr.Status == http.StatusBadRequest: // a tenant claim that is not a tenant
+			code = codes.InvalidArgument
 		}
 		return ctx, status.Error(code, aerr.Msg)
 	}
 	return auth.WithIdentity(ctx, id), nil
 }
 
-func unaryAuth(v *auth.Verifier) grpc.UnaryServerInterceptor {
+func unaryAuth(d *doors) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, err := authorize(ctx, v, info.FullMethod)
+		ctx, err := authorize(ctx, d, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
@@ -64,9 +99,9 @@ type authedStream struct {
 
 func (s *authedStream) Context() context.Context { return s.ctx }
 
-func streamAuth(v *auth.Verifier) grpc.StreamServerInterceptor {
+func streamAuth(d *doors) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, err := authorize(ss.Context(), v, info.FullMethod)
+		ctx, err := authorize(ss.Context(), d, info.FullMethod)
 		if err != nil {
 			return err
 		}

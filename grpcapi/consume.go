@@ -152,7 +152,7 @@ func (t *leaseTracker) waitBelow(ctx context.Context, limit int) error {
 			return publicStatus(cluster.ErrShutdown)
 		default:
 		}
-		changed := t.s.node.Watch(t.watch)
+		changed := t.s.node.Watch(ctx, t.watch)
 		if t.prune(ctx) < limit {
 			return nil
 		}

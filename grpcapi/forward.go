@@ -12,12 +12,14 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Leader is what the forwarding service needs from the node: operations
@@ -41,7 +43,7 @@ func NewForwardServer(node Leader) *ForwardServer { return &ForwardServer{node: 
 
 // Apply proposes a forwarded command.
 func (s *ForwardServer) Apply(ctx context.Context, cmd *command.Command) (*command.Response, error) {
-	res, err := s.node.ApplyLocal(ctx, cmd)
+	res, err := s.node.ApplyLocal(forwardedTenant(ctx), cmd)
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -53,7 +55,7 @@ func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*c
 	if req.Pop == nil {
 		return nil, status.Error(codes.InvalidArgument, "a forwarded pop without its pop")
 	}
-	res, err := s.node.PopLocal(ctx, req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
+	res, err := s.node.PopLocal(forwardedTenant(ctx), req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -71,7 +73,7 @@ func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRe
 
 // Query answers a follower's linearizable query.
 func (s *ForwardServer) Query(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
-	res, err := s.node.QueryLocal(ctx, q)
+	res, err := s.node.QueryLocal(forwardedTenant(ctx), q)
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -84,6 +86,28 @@ func (s *ForwardServer) RemoveServer(ctx context.Context, req *internalpb.Remove
 		return nil, forwardStatus(err)
 	}
 	return &internalpb.RemoveServerReply{}, nil
+}
+
+// forwardTenantKey is the metadata a forwarded call names its tenant in:
+// the leader reads and writes that tenant's state, as the node that took
+// the call would have.
+const forwardTenantKey = "x-queen-forwarded-tenant"
+
+// forwardTenant puts the tenant ctx carries into a forwarded call.
+func forwardTenant(ctx context.Context) context.Context {
+	if !tenant.Carried(ctx) {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, forwardTenantKey, tenant.From(ctx))
+}
+
+// forwardedTenant is ctx carrying the tenant a forwarded call names.
+func forwardedTenant(ctx context.Context) context.Context {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(forwardTenantKey); len(v) == 1 && tenant.Valid(v[0]) == nil {
+		return tenant.With(ctx, v[0])
+	}
+	return ctx
 }
 
 // ForwardClient is a follower's side: one connection per leader address,
@@ -153,7 +177,7 @@ func (c *ForwardClient) Apply(ctx context.Context, addr string, cmd *command.Com
 	if unreachable(ctx, conn) {
 		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNoLeader, addr)
 	}
-	resp, err := cl.Apply(ctx, cmd)
+	resp, err := cl.Apply(forwardTenant(ctx), cmd)
 	if err != nil {
 		return nil, fromForwardStatus(err, true)
 	}
@@ -172,7 +196,7 @@ func (c *ForwardClient) Pop(ctx context.Context, addr string, in *command.Pop, w
 	if unreachable(ctx, conn) {
 		return nil, fmt.Errorf("%w: leader %s unreachable", cluster.ErrNoLeader, addr)
 	}
-	res, err := cl.Pop(ctx, &internalpb.PopRequest{Pop: in, WaitMs: wait.Milliseconds()})
+	res, err := cl.Pop(forwardTenant(ctx), &internalpb.PopRequest{Pop: in, WaitMs: wait.Milliseconds()})
 	if err != nil {
 		return nil, fromForwardStatus(err, true)
 	}
@@ -199,7 +223,7 @@ func (c *ForwardClient) Query(ctx context.Context, addr string, q *command.Query
 	if err != nil {
 		return nil, err
 	}
-	r, err := cl.Query(ctx, q)
+	r, err := cl.Query(forwardTenant(ctx), q)
 	if err != nil {
 		return nil, fromForwardStatus(err, false)
 	}

@@ -35,7 +35,7 @@ type Node interface {
 	Status() cluster.RaftStatus
 	ID() string
 	// Watch is closed when an applied entry next changes queue.
-	Watch(queue string) <-chan struct{}
+	Watch(ctx context.Context, queue string) <-chan struct{}
 	// Draining is closed when the node starts to stop.
 	Draining() <-chan struct{}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/queen-node/queen-node/grpcapi/internalpb"
 	"github.com/queen-node/queen-node/grpcapi/queenpb"
 	"github.com/queen-node/queen-node/request"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Option configures the public service.
@@ -30,6 +31,13 @@ type options struct {
 	tls            *tls.Config
 	peerVerified   func(tls.ConnectionState) bool
 	logger         *slog.Logger
+	trustTenant    bool // read the x-queen-tenant metadata (--trust-tenant-header)
+}
+
+// WithTrustedTenantHeader reads a call's tenant from its x-queen-tenant
+// metadata when its token has no tenant claim (--trust-tenant-header).
+func WithTrustedTenantHeader(trust bool) Option {
+	return func(o *options) { o.trustTenant = trust }
 }
 
 // WithLogger is where the public service's audit lines go; default
@@ -87,9 +95,10 @@ func buildOptions(opts []Option) options {
 // (SERVING while the node is ready) and server reflection.
 func NewServer(node Node, opts ...Option) *grpc.Server {
 	o := buildOptions(opts)
+	door := &doors{auth: o.auth, tenants: &tenant.Door{TrustHeader: o.trustTenant, Log: o.logger, Front: "grpc"}}
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(256 << 20), grpc.MaxSendMsgSize(256 << 20),
-		grpc.ChainUnaryInterceptor(recoverUnary, peerOnly(o.peerVerified), unaryAuth(o.auth)),
-		grpc.ChainStreamInterceptor(recoverStream, streamAuth(o.auth))}
+		grpc.ChainUnaryInterceptor(recoverUnary, peerOnly(o.peerVerified), unaryAuth(door)),
+		grpc.ChainStreamInterceptor(recoverStream, streamAuth(door))}
 	if o.tls != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(o.tls)))
 	}

@@ -173,7 +173,8 @@ func (f *fakeBackend) Cluster() cluster.ClusterView { return cluster.ClusterView
 func (f *fakeBackend) RemoveServer(ctx context.Context, id, actor string) error {
 	return cluster.ErrUnknownServer
 }
-func (f *fakeBackend) Ready() bool { return true }
+func (f *fakeBackend) Ready() bool       { return true }
+func (f *fakeBackend) Tenants() []string { return []string{"default"} }
 
 // defaultApply answers every command the way a healthy node would when
 // everything succeeds.

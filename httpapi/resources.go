@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sort"
@@ -75,19 +76,25 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 		out     map[string]any
 	}
 	var rows []row
-	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		now := a.b.Now()
-		for _, q := range rd.Queues() {
-			if !auth.InScope(r.Context(), q.Name) {
-				continue // a scoped token sees its own queues only
+	err := a.eachTenant(r, func(ctx context.Context, name string, every bool) error {
+		return a.b.Read(ctx, readLevel(r), func(rd *fsm.Reader) error {
+			now := a.b.Now()
+			for _, q := range rd.Queues() {
+				if !auth.InScope(r.Context(), q.Name) {
+					continue // a scoped token sees its own queues only
+				}
+				c := rd.Counts(q, now)
+				out := queueOut(q, map[string]any{
+					"createdAt": isoMillis(q.CreatedUs), "partitions": len(c.Partitions),
+					"messages": map[string]any{"total": c.Totals.Total, "pending": c.Totals.Pending, "processing": c.Totals.Processing},
+				})
+				if every {
+					out["tenant"] = name
+				}
+				rows = append(rows, row{q.CreatedUs, q.Name, out})
 			}
-			c := rd.Counts(q, now)
-			rows = append(rows, row{q.CreatedUs, q.Name, queueOut(q, map[string]any{
-				"createdAt": isoMillis(q.CreatedUs), "partitions": len(c.Partitions),
-				"messages": map[string]any{"total": c.Totals.Total, "pending": c.Totals.Pending, "processing": c.Totals.Processing},
-			})})
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		writeError(w, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/pipeline"
 	"github.com/queen-node/queen-node/request"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Backend is what the API needs from a node.
@@ -43,6 +44,7 @@ type Backend interface {
 	DrainPushBuffer(ctx context.Context, timeout time.Duration) uint64
 	ID() string
 	Ready() bool
+	Tenants() []string // the tenants the node's state holds, the default first
 }
 
 // Config configures the API.
@@ -61,6 +63,10 @@ type Config struct {
 	Version        string
 	// Auth checks bearer tokens (spec §4.17); nil = JWT off.
 	Auth *auth.Verifier
+	// TrustTenantHeader reads a request's tenant from the x-queen-tenant
+	// header when its token has no tenant claim (--trust-tenant-header:
+	// behind a proxy that sets it); otherwise the header is ignored.
+	TrustTenantHeader bool
 	// SecurityWarnings say what leaves the node open beyond loopback;
 	// /health shows them.
 	SecurityWarnings []string
@@ -83,6 +89,8 @@ type API struct {
 
 	peerOnce sync.Once
 	peerHC   *http.Client // reads the other nodes' /health (peers.go)
+
+	tenants *tenant.Door // decides each request's tenant
 }
 
 // New builds the handler.
@@ -103,6 +111,7 @@ func New(cfg Config) *API {
 		cfg.Rules = request.New(request.Options{})
 	}
 	a := &API{cfg: cfg, b: cfg.Backend, rules: cfg.Rules, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), started: time.Now()}
+	a.tenants = &tenant.Door{TrustHeader: cfg.TrustTenantHeader, Log: a.log, Front: "http"}
 	a.pipe = pipeline.New(pipeline.Config{Node: cfg.Backend, Timeout: cfg.RequestTimeout, Logger: a.log, Front: "http"})
 	var reg prometheus.Registerer
 	if cfg.Registry != nil {
@@ -222,7 +231,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Access-Control-Allow-Origin", "*")
 	hdr.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
-	hdr.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, Idempotency-Key")
+	hdr.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, Idempotency-Key, X-Queen-Tenant")
 	hdr.Set("Access-Control-Max-Age", "86400")
 	if r.Method == http.MethodOptions {
 		w.WriteHeader(http.StatusNoContent)
@@ -246,6 +255,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r, ok := a.authorize(w, r, pattern)
 	if !ok {
+		return
+	}
+	if r, ok = a.withTenant(w, r); !ok {
 		return
 	}
 	a.mux.ServeHTTP(w, r)

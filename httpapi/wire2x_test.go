@@ -262,7 +262,7 @@ func TestConflationAndDepthOverHTTP(t *testing.T) {
 		t.Errorf("depth of no queue: %d %s", code, b)
 	}
 	_, prom := l.do("GET", "/metrics/prometheus", "")
-	if !strings.Contains(string(prom), `queen_queue_conflated_per_minute{queue="px"} 4`) {
+	if !strings.Contains(string(prom), `queen_queue_conflated_per_minute{queue="px",tenant="default"} 4`) {
 		t.Errorf("the conflated gauge: %s", grepLines(string(prom), "conflated"))
 	}
 }

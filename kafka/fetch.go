@@ -25,7 +25,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 	wait := min(time.Duration(r.MaxWaitMillis)*time.Millisecond, s.cfg.Limits.MaxFetchWait)
 	deadline := time.Now().Add(wait)
 	for {
-		watch := s.watchTopics(r)
+		watch := s.watchTopics(ctx, r)
 		resp, n := s.fetchOnce(ctx, r)
 		left := time.Until(deadline)
 		if n >= int(max(r.MinBytes, 1)) || left <= 0 {
@@ -48,11 +48,11 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) kmsg.Response 
 
 // watchTopics is closed at the next applied change of a fetched topic
 // (any topic when the fetch names several).
-func (s *Server) watchTopics(r *kmsg.FetchRequest) <-chan struct{} {
+func (s *Server) watchTopics(ctx context.Context, r *kmsg.FetchRequest) <-chan struct{} {
 	if len(r.Topics) == 1 {
-		return s.node.Watch(r.Topics[0].Topic)
+		return s.node.Watch(ctx, r.Topics[0].Topic)
 	}
-	return s.node.Watch("")
+	return s.node.Watch(ctx, "")
 }
 
 func (s *Server) fetchOnce(ctx context.Context, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {

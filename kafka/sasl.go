@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/queen-node/queen-node/auth"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // SASL: PLAIN (the password is a queen-node JWT; the user name is only
@@ -72,7 +73,15 @@ func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response,
 	if aerr != nil {
 		return fail(aerr.Msg)
 	}
-	c.ctx = auth.WithIdentity(c.ctx, id)
+	if id.Tenant != "" && id.Tenant != tenant.Default && id.Tenant != tenant.All {
+		// The group and transaction coordinators keep their members and
+		// open transactions by name, not yet by tenant: serving another
+		// tenant here could join two tenants' groups of one name. Refused,
+		// never served as the default tenant.
+		return fail("the Kafka listener serves the default tenant only; the token's tenant is " + id.Tenant +
+			": use the HTTP or gRPC API for it")
+	}
+	c.ctx = tenant.With(auth.WithIdentity(c.ctx, id), tenant.Default)
 	c.authed = true
 	return resp, true
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/pipeline"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Node is what the listener needs of its node (*cluster.Node is one).
@@ -29,7 +30,7 @@ type Node interface {
 	Cluster() cluster.ClusterView
 	Status() cluster.RaftStatus
 	IsLeader() bool
-	Watch(queue string) <-chan struct{}
+	Watch(ctx context.Context, queue string) <-chan struct{}
 	Now() int64
 	ID() string
 }
@@ -195,7 +196,9 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 	}()
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10)}
-	c.ctx = withRemote(context.Background(), c.remote)
+	// the default tenant until SASL names the token's (a Kafka client
+	// has no header to name one with)
+	c.ctx = tenant.With(withRemote(context.Background(), c.remote), tenant.Default)
 	c.authed = s.cfg.Auth == nil || s.cfg.Trusted
 	r := bufio.NewReaderSize(nc, 64<<10)
 	var size [4]byte

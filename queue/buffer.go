@@ -35,6 +35,13 @@ func (t *Tx) Buffer(it *command.PushItem) *command.PushItemResult {
 		TransactionId: it.TransactionId, Queue: it.Queue, TraceId: it.TraceId}
 }
 
+// Buffered reports whether pushes wait in the buffer (of the command's
+// tenant: each tenant's pushes keep their own order).
+func (t *Tx) Buffered() bool { k, _ := t.tx.Cursor(bPushBuffer).First(); return k != nil }
+
+// Buffered reports whether pushes wait in the buffer.
+func (rd *Reader) Buffered() bool { k, _ := rd.r.Cursor(bPushBuffer).First(); return k != nil }
+
 // Drain appends up to limit buffered pushes, oldest first, as pushes of
 // this entry (the dedup window applies; maxSize was checked when the
 // buffer took them). It returns how many it took from the buffer.

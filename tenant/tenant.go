@@ -74,3 +74,12 @@ func Carried(ctx context.Context) bool {
 	_, ok := ctx.Value(ctxKey{}).(string)
 	return ok
 }
+
+type everyKey struct{}
+
+// WithEvery marks ctx as a request of an admin of every tenant that named
+// none: its listings span every tenant (its writes go to From's).
+func WithEvery(ctx context.Context) context.Context { return context.WithValue(ctx, everyKey{}, true) }
+
+// Every reports whether ctx's listings span every tenant.
+func Every(ctx context.Context) bool { v, _ := ctx.Value(everyKey{}).(bool); return v }

@@ -41,3 +41,30 @@ func TestContext(t *testing.T) {
 		t.Fatalf("From = %q", From(ctx))
 	}
 }
+
+func TestResolve(t *testing.T) {
+	for _, c := range []struct {
+		src     Source
+		name    string
+		ignored bool
+		bad     bool
+	}{
+		{Source{}, Default, false, false},
+		{Source{Header: "acme"}, Default, true, false},                                  // not trusted: ignored
+		{Source{Header: "acme", TrustHeader: true}, "acme", false, false},               // a proxy's
+		{Source{Header: "Bad!", TrustHeader: true}, "", false, true},                    // refused with the rule
+		{Source{Claim: "acme"}, "acme", false, false},                                   // the claim
+		{Source{Claim: "acme", Header: "beta", TrustHeader: true}, "acme", true, false}, // never overridden
+		{Source{Claim: All}, Default, false, false},
+		{Source{Claim: All, Header: "beta"}, "beta", false, false}, // an admin of every tenant picks
+		{Source{Claim: All, Header: "*"}, "", false, true},
+	} {
+		name, ignored, err := Resolve(c.src)
+		if name != c.name || ignored != c.ignored || (err != nil) != c.bad {
+			t.Errorf("Resolve(%+v) = %q, %v, %v; want %q, %v, bad=%v", c.src, name, ignored, err, c.name, c.ignored, c.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), Rule) {
+			t.Errorf("Resolve(%+v): %v does not state the rule", c.src, err)
+		}
+	}
+}

@@ -38,6 +38,7 @@ type config struct {
 	SnapshotInterval        time.Duration
 	LogLevel                string
 	Pprof                   bool
+	TrustTenantHeader       bool
 	IdempotencyTTL          time.Duration
 	KVReadRate              float64
 	Streams                 request.StreamLimits
@@ -111,6 +112,7 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.BoolVar(&c.RequireSecure, "require-secure", false, "refuse to start when a listener is beyond loopback without JWT or without TLS")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
+	fs.BoolVar(&c.TrustTenantHeader, "trust-tenant-header", false, "read a request's tenant from its x-queen-tenant header (gRPC metadata) when its token has no tenant claim: only behind a proxy that sets the header; otherwise the header is ignored (logged once)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
 	return append(kafkaChecks, []check{
 		{"bootstrap-expect", func() error { return atLeast(c.BootstrapExpect, 1) }},

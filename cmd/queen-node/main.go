@@ -181,7 +181,8 @@ func run(args []string) error {
 	// (the KV read rate) hold across them.
 	rules := request.New(request.Options{DefaultSubscriptionMode: cfg.DefaultSubscriptionMode,
 		KVReadRate: cfg.KVReadRate, IdempotencyTTL: cfg.IdempotencyTTL, Streams: cfg.Streams})
-	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier), grpcapi.WithLogger(log.With("component", "grpc"))}
+	grpcOpts := []grpcapi.Option{grpcapi.WithRules(rules), grpcapi.WithAuth(verifier), grpcapi.WithLogger(log.With("component", "grpc")),
+		grpcapi.WithTrustedTenantHeader(cfg.TrustTenantHeader)}
 	switch {
 	case peer != nil:
 		grpcOpts = append(grpcOpts, grpcapi.WithPeerTLS(peer.SharedServerConfig(certs), peer.Verified))
@@ -197,7 +198,7 @@ func run(args []string) error {
 	}
 	api := httpapi.New(httpapi.Config{
 		Backend: node, Logger: log, Registry: reg, MaxBodyBytes: cfg.MaxBodyBytes, Rules: rules, Version: version,
-		Auth: verifier, SecurityWarnings: warnings, PeerTLS: statusPeers,
+		Auth: verifier, SecurityWarnings: warnings, PeerTLS: statusPeers, TrustTenantHeader: cfg.TrustTenantHeader,
 	})
 	var handler http.Handler = api
 	if cfg.Pprof || cfg.TestHooks {
