@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // Level is what a route needs.
@@ -27,6 +28,11 @@ const (
 	ReadOnly
 	ReadWrite
 	Admin
+	// Operator: what spans every tenant of the log (the switches and
+	// maintenance, backup and restore, the voters, the state hash): an
+	// admin of the default tenant (no tenant claim) or of every tenant
+	// ("*"), never a tenant's own admin.
+	Operator
 )
 
 // Config is the JWT configuration of spec §4.17 (JWT_* variables) plus
@@ -104,6 +110,8 @@ func (id *Identity) Allows(l Level, producer bool) bool {
 	switch {
 	case l == Public:
 		return true
+	case l == Operator:
+		return id.admin && (id.Tenant == "" || id.Tenant == tenant.Default || id.Tenant == tenant.All)
 	case id.admin:
 		return true
 	case l == Admin:

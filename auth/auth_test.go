@@ -282,3 +282,45 @@ func TestJWKSOctKeysAreCheckedAndUsed(t *testing.T) {
 		t.Fatalf("an HS256 token of another key: %v", err)
 	}
 }
+
+// The tenant claim (issue 26): a valid name or "*" on an admin token;
+// anything else is a 400 stating the rule. What spans every tenant of the
+// log (Operator) is an admin's of the default tenant or of every tenant,
+// never a tenant's own admin's.
+func TestTenantClaimAndTheOperatorLevel(t *testing.T) {
+	v := mustNew(t, Config{Secret: secret})
+	auth := func(extra map[string]any) (*Identity, *Error) {
+		return v.Authenticate("Bearer " + mint(t, jose.HS256, []byte(secret), "", claims(extra)))
+	}
+	for _, c := range []struct {
+		claims   map[string]any
+		tenant   string
+		admin    bool
+		operator bool
+		all      bool
+	}{
+		{map[string]any{"role": "admin"}, "", true, true, false},
+		{map[string]any{"role": "admin", "tenant": "default"}, "default", true, true, false},
+		{map[string]any{"role": "admin", "tenant": "*"}, "*", true, true, true},
+		{map[string]any{"role": "admin", "tenant": "acme"}, "acme", true, false, false},
+		{map[string]any{"role": "read-write", "tenant": "acme"}, "acme", false, false, false},
+	} {
+		id, err := auth(c.claims)
+		if err != nil {
+			t.Fatalf("%v: %v", c.claims, err)
+		}
+		if id.Tenant != c.tenant || id.Allows(Admin, false) != c.admin || id.Allows(Operator, false) != c.operator || id.AllTenants() != c.all {
+			t.Errorf("%v: tenant %q admin %v operator %v all %v", c.claims, id.Tenant, id.Allows(Admin, false),
+				id.Allows(Operator, false), id.AllTenants())
+		}
+	}
+	for _, bad := range []any{"Acme Corp", "", 7, []string{"a"}} {
+		_, err := auth(map[string]any{"role": "admin", "tenant": bad})
+		if err == nil || err.Status != 400 || !strings.Contains(err.Msg, "tenant") {
+			t.Errorf("tenant claim %v: %v", bad, err)
+		}
+	}
+	if _, err := auth(map[string]any{"role": "read-write", "tenant": "*"}); err == nil || err.Status != 400 {
+		t.Errorf(`a read-write token of every tenant ("*"): %v`, err)
+	}
+}

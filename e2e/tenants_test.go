@@ -214,6 +214,16 @@ func TestTenantClaims(t *testing.T) {
 		b, _ := json.Marshal(list)
 		t.Fatalf("an admin of every tenant lists %s", b)
 	}
+	// A tenant's own admin may not flip what spans every tenant of the log.
+	acmeAdmin := tok(map[string]any{"sub": "a-ops", "role": "admin", "tenant": "acme"})
+	r, err = n.send(10*time.Second, http.MethodPost, "/api/v1/system/maintenance", map[string]any{"enabled": true}, acmeAdmin)
+	must(t, err)
+	if r.Status != http.StatusForbidden {
+		t.Fatalf("acme's admin turning push maintenance on: %s", r)
+	}
+	if r := push(plain, "after"); r.Status >= 300 || strings.Contains(string(r.Body), "buffered") {
+		t.Fatalf("a push after acme's admin was refused maintenance: %s", r)
+	}
 	r, err = n.send(10*time.Second, http.MethodGet, "/api/v1/resources/queues", nil, acme)
 	must(t, err)
 	list.Queues = nil

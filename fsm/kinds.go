@@ -120,6 +120,7 @@ func EveryQueue() Touch                 { return Touch{What: TouchEveryQueue} }
 func (t Touch) String() string          { return fmt.Sprintf("%d:%s%x", t.What, t.Name, t.ID) }
 func readWrite(*command.Command) Access { return Access{Level: auth.ReadWrite} }
 func admin(*command.Command) Access     { return Access{Level: auth.Admin} }
+func operator(*command.Command) Access  { return Access{Level: auth.Operator} }
 
 // The explicit "none" of the optional facts.
 func notAudited(*command.Command) (string, string)                                 { return "", "" }

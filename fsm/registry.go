@@ -154,7 +154,7 @@ func init() {
 		Origin: FromNode, WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
 
 	register(&command.Command_SetSwitches{}, Kind{Name: "set_switches", Apply: applySetSwitches, Origin: FromClient,
-		Access:   admin,
+		Access:   operator, // the switches are the log's, every tenant's
 		Touches:  func(_ *command.Command, touch func(Touch)) { touch(EveryQueue()) }, // they span every queue
 		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: neverRefused, Audit: switchesAudit})
 

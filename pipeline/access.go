@@ -87,11 +87,16 @@ var operations = []operation{
 	{http: []string{"DELETE /api/v1/consumer-groups/{group}", "DELETE /api/v1/consumer-groups/{group}/queues/{queue}"},
 		grpc: []string{"DeleteConsumerGroup"}, level: auth.Admin},
 	{http: []string{"POST /api/v1/stats/refresh"}, level: auth.Admin},
+	// What spans every tenant of the log is an operator's (an admin of the
+	// default tenant or of every tenant, never a tenant's own admin): the
+	// switches and maintenance, the cluster, the state hash, backup and
+	// restore, voter removal. The audit trail is each tenant's own.
 	{http: []string{"GET /api/v1/system/maintenance", "POST /api/v1/system/maintenance", "GET /api/v1/system/maintenance/pop",
-		"POST /api/v1/system/maintenance/pop", "GET /api/v1/system/kv-timers", "POST /api/v1/system/kv-timers"}, level: auth.Admin},
+		"POST /api/v1/system/maintenance/pop", "GET /api/v1/system/kv-timers", "POST /api/v1/system/kv-timers"}, level: auth.Operator},
 	// Addendum §4.11: "/api/v1/system/* admin", the cluster view included.
-	{http: []string{"GET /api/v1/system/cluster", "GET /api/v1/system/state-hash", "GET /api/v1/system/audit", "GET /api/v1/system/backup",
-		"POST /api/v1/system/restore", "DELETE /api/v1/system/cluster/nodes/{id}"}, level: auth.Admin},
+	{http: []string{"GET /api/v1/system/cluster", "GET /api/v1/system/state-hash", "GET /api/v1/system/backup",
+		"POST /api/v1/system/restore", "DELETE /api/v1/system/cluster/nodes/{id}"}, level: auth.Operator},
+	{http: []string{"GET /api/v1/system/audit"}, level: auth.Admin},
 	{http: []string{"DELETE /api/v1/dlq"}, grpc: []string{"PurgeDeadLetters"}, level: auth.Admin},
 	// The operator's view of stream queries: list and delete.
 	{http: []string{"GET /streams/v1/queries", "DELETE /streams/v1/queries/{name}"}, level: auth.Admin},
