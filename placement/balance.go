@@ -97,7 +97,10 @@ func (c *Cluster) Join(n Node) (Moves, error) {
 		if old.Alive {
 			return Moves{}, fmt.Errorf("%w: %s is alive", ErrNodeState, n.ID)
 		}
-		old.Alive, old.Zone = true, n.Zone
+		old.Alive = true
+		if n.Zone != "" {
+			old.Zone = n.Zone
+		}
 	} else {
 		n.Alive = true
 		c.nodes = append(c.nodes, n)
