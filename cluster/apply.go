@@ -199,15 +199,27 @@ func (n *Node) applyLocal(ctx context.Context, cmd *command.Command) (proto.Mess
 		return nil, fmt.Errorf("cluster: encode command: %w", err)
 	}
 	start := time.Now()
-	f := n.raft.Apply(data, timeout)
-	if ctx.Done() != nil {
-		done := make(chan struct{})
-		go func() { f.Error(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			n.m.applyErrors.WithLabelValues("outcome_unknown").Inc()
-			return nil, ErrOutcomeUnknown
+	var f raft.ApplyFuture
+	for {
+		f = n.raft.Apply(data, time.Until(start.Add(timeout)))
+		if ctx.Done() != nil {
+			done := make(chan struct{})
+			go func() { f.Error(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				n.m.applyErrors.WithLabelValues("outcome_unknown").Inc()
+				return nil, ErrOutcomeUnknown
+			}
+		}
+		if !errors.Is(f.Error(), raft.ErrLeadershipTransferInProgress) {
+			break
+		}
+		// Leadership is moving (balance.go, a stop): nothing entered the
+		// log. Propose again once it has moved (ErrNotLeader: route takes
+		// the call to the new leader) or stayed.
+		if err := n.awaitTransfer(ctx, start.Add(timeout)); err != nil {
+			return nil, err
 		}
 	}
 	if err := f.Error(); err != nil {
@@ -367,4 +379,24 @@ func (n *Node) lastStateIndex(index uint64) uint64 {
 		}
 	}
 	return 0
+}
+
+// awaitTransfer waits a moment for a leadership transfer of this node to
+// end, up to deadline: ErrNotLeader once it no longer leads (the call goes
+// to the new leader), nil to propose again.
+func (n *Node) awaitTransfer(ctx context.Context, deadline time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ErrTimeout
+	case <-n.stop:
+		return ErrShutdown
+	case <-time.After(5 * time.Millisecond):
+	}
+	switch {
+	case n.raft.State() != raft.Leader:
+		return ErrNotLeader
+	case time.Now().After(deadline):
+		return ErrTimeout
+	}
+	return nil
 }

@@ -25,6 +25,8 @@ func (n *Node) maybeBootstrap() error {
 		return err
 	}
 	switch {
+	case n.cfg.Group > 0:
+		return nil // bootstrapped with group 0 (OnBootstrap), or added by its leader
 	case n.cfg.BootstrapExpect == 1:
 		return n.bootstrap([]raft.Server{{ID: raft.ServerID(n.cfg.NodeID), Address: n.stores.Transport.LocalAddr(), Suffrage: raft.Voter}})
 	case n.members != nil:
@@ -44,6 +46,9 @@ func (n *Node) bootstrap(servers []raft.Server) error {
 		ids[i] = string(s.ID)
 	}
 	n.log.Info("bootstrapped the cluster", "voters", ids)
+	if n.cfg.OnBootstrap != nil {
+		n.cfg.OnBootstrap(servers)
+	}
 	return nil
 }
 

@@ -23,6 +23,9 @@ type dataFormat struct {
 	// RaftLog is the store the Raft log is in: "wal" or "bolt" (absent:
 	// written before raft-wal, so "bolt").
 	RaftLog string `json:"raftLog,omitempty"`
+	// RaftGroups is how many Raft groups the data dir holds (groups.go):
+	// absent = 1, group 0 alone, in the data dir itself.
+	RaftGroups int `json:"raftGroups,omitempty"`
 }
 
 // checkDataDir creates the data dir, records the formats in a new one, and
@@ -86,7 +89,7 @@ func recordFormats(dir, kind string) error {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return fmt.Errorf("cluster: %s does not parse: %w", path, err)
 	}
-	now := dataFormat{State: command.StateFormat, Log: command.LogFormat, RaftLog: kind}
+	now := dataFormat{State: command.StateFormat, Log: command.LogFormat, RaftLog: kind, RaftGroups: f.RaftGroups}
 	if f == now {
 		return nil
 	}
@@ -136,4 +139,39 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// checkRaftGroups refuses a data dir that holds another number of Raft
+// groups than n (a data dir with state but no record holds one), naming
+// both, and records n in a data dir that holds no state yet. A group's
+// log, state and snapshots cannot be split or merged in place: the number
+// is fixed when the cluster is first started.
+func checkRaftGroups(dir string, n int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	path := filepath.Join(dir, formatFile)
+	f := dataFormat{State: command.StateFormat, Log: command.LogFormat}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &f); err != nil {
+			return fmt.Errorf("cluster: %s does not parse: %w", path, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	held := max(f.RaftGroups, 1)
+	if held == n {
+		return nil
+	}
+	if holdsState(dir) {
+		return fmt.Errorf("cluster: data dir %s holds %d raft groups and this node was started with --raft-groups %d: "+
+			"start it with --raft-groups %d (a cluster's number of groups is fixed when it is first started)", dir, held, n, held)
+	}
+	f.RaftGroups = 0
+	if n > 1 {
+		f.RaftGroups = n
+	}
+	return writeFormatAs(path, f)
 }

@@ -34,6 +34,10 @@ type meta struct {
 	// Resync: this node found its files damaged and is being rebuilt from
 	// the leader; it must not be a voter until it has caught up (resync.go).
 	Resync bool `json:"resync,omitempty"`
+	// Groups: how many Raft groups the node runs (--raft-groups); 0 = 1.
+	// Nodes that run another number cannot share groups (their Raft ports
+	// speak another wire), so reconcile never adds one.
+	Groups int `json:"groups,omitempty"`
 }
 
 // Member is a node as gossip sees it.
@@ -230,4 +234,13 @@ func resolveIP(host string) (string, error) {
 		}
 	}
 	return ips[0].String(), nil
+}
+
+// groupsMeta is how gossip states a node's --raft-groups: 0 for one (what
+// a node written before groups says by saying nothing).
+func groupsMeta(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return n
 }

@@ -10,11 +10,13 @@ import (
 )
 
 type metrics struct {
-	applySeconds  prometheus.Histogram
-	applyErrors   *prometheus.CounterVec
-	timersFired   *prometheus.CounterVec
-	timerLateness prometheus.Histogram
-	retained      *prometheus.CounterVec
+	applySeconds prometheus.Histogram
+	applyErrors  *prometheus.CounterVec
+	// leaderTransfers: handovers to a group's preferred leader (balance.go)
+	leaderTransfers prometheus.Counter
+	timersFired     *prometheus.CounterVec
+	timerLateness   prometheus.Histogram
+	retained        *prometheus.CounterVec
 }
 
 // countRetained counts what a Retain entry this node proposed removed.
@@ -44,6 +46,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 			Help: "Proposals that did not return a result, by kind.",
 		}, []string{"kind"}),
 	}
+	m.leaderTransfers = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "queen", Subsystem: "raft", Name: "leader_balance_transfers_total",
+		Help: "Leadership handed by this node to the group's preferred voter, so leaders spread over the nodes (--raft-groups).",
+	})
 	m.timersFired = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "queen", Subsystem: "timers", Name: "fired_total",
 		Help: "Timers handled by this node's fire steps while leading, by result.",
@@ -62,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.timersFired, m.timerLateness, m.retained)
+	reg.MustRegister(m.timersFired, m.timerLateness, m.retained, m.leaderTransfers)
 	gauge := func(name, help string, fn func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "queen", Subsystem: "raft", Name: name, Help: help}, fn)
 	}

@@ -92,6 +92,16 @@ type Config struct {
 	// ScrubInterval is the pause between its passes; 0 = 1 hour.
 	ScrubRate     float64
 	ScrubInterval time.Duration
+	// Group is the Raft group this Node is (0 when the node runs one);
+	// Groups is how many the node runs (--raft-groups; 0 = 1). A group
+	// other than 0 shares group 0's gossip membership (members), takes
+	// its stream layer from the node's Raft port mux (Layer), and
+	// bootstraps when group 0 does (OnBootstrap), with the same voters.
+	Group, Groups int
+	Layer         raft.StreamLayer
+	members       *members
+	// OnBootstrap is told the voters group 0 bootstrapped with.
+	OnBootstrap func([]raft.Server)
 	// OnResync is called once this node, having found its own files
 	// damaged, wrote the RESYNC marker and stopped Raft: the process should
 	// restart (the next Start rebuilds the state from the leader:
@@ -115,10 +125,14 @@ type Node struct {
 	quarantine *quarantine
 	// removed: voters the operator removed that gossip still saw alive
 	removed removedIDs
-	stores  *raftlog.Stores
-	raft    *raft.Raft
-	clock   *stampClock
-	hub     *hub
+	// ownsMembers: this Node started the gossip membership (group 0); the
+	// other groups share it and say nothing in it of their own
+	ownsMembers bool
+	warnGroups  sync.Once // the one log line about a node of another --raft-groups
+	stores      *raftlog.Stores
+	raft        *raft.Raft
+	clock       *stampClock
+	hub         *hub
 	// parking holds long-poll pops; hub wakes every other watcher
 	parking *parking
 	m       *metrics
@@ -229,18 +243,22 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start raft: %w", err)
 	}
 	n.m = newMetrics(cfg.Registry, n)
-	if cfg.GossipAddr != "" {
+	if cfg.members != nil {
+		n.members = cfg.members
+	} else if cfg.GossipAddr != "" {
 		adv := cfg.GossipAdvertise
 		if adv == "" {
 			adv = cfg.GossipAddr
 		}
 		self := meta{ID: cfg.NodeID, Raft: string(n.stores.Transport.LocalAddr()), HTTP: cfg.HTTPAdvertise,
-			GRPC: cfg.GRPCAdvertise, Kafka: cfg.KafkaAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0, Resync: n.resyncing() != nil}
+			GRPC: cfg.GRPCAdvertise, Kafka: cfg.KafkaAdvertise, Expect: cfg.BootstrapExpect, Boot: n.raft.LastIndex() > 0, Resync: n.resyncing() != nil,
+			Groups: groupsMeta(cfg.Groups)}
 		n.members, err = startMembership(self, cfg.GossipAddr, adv, cfg.LocalGossip, cfg.GossipKeys, newStdLogger(cfg.Logger, "gossip"))
 		if err != nil {
 			n.Shutdown()
 			return nil, err
 		}
+		n.ownsMembers = true
 		n.wg.Add(1)
 		go n.gossipLoop()
 	}
@@ -282,7 +300,7 @@ func (n *Node) openFiles(marker *resyncMarker, fsmMetrics *fsm.Metrics, hlog hcl
 	if n.db, n.msgs, err = openState(cfg.DataDir, cfg.NoSync, cfg.BootID, n.log); err != nil {
 		return err
 	}
-	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
+	n.fsm, err = fsm.New(n.db, n.msgs, fsm.Options{LogID: fsm.GroupLogID(cfg.Group), Logger: cfg.Logger, Metrics: fsmMetrics, OnApplied: n.onApplied,
 		AwaitSpace: n.disk.AwaitApply, Keys: cfg.Keys, Damage: n.damage, OnStateCheck: n.onStateCheck})
 	if err != nil {
 		n.db.Close()
@@ -290,7 +308,7 @@ func (n *Node) openFiles(marker *resyncMarker, fsmMetrics *fsm.Metrics, hlog hcl
 		return err
 	}
 	n.stores, err = raftlog.Open(raftlog.Config{
-		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog,
+		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog, Layer: cfg.Layer,
 		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
 		OnCorrupt: func(err error) { n.damage.Note(damage.RaftLog, err) },
 	})
@@ -498,7 +516,7 @@ func (n *Node) Shutdown() error {
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
-		if n.members != nil {
+		if n.ownsMembers {
 			n.members.shutdown()
 		}
 		n.closeStores()
@@ -516,7 +534,7 @@ func (n *Node) Kill() {
 		n.disk.Close()
 		n.wg.Wait()
 		n.raft.Shutdown().Error()
-		if n.members != nil {
+		if n.ownsMembers {
 			n.members.ml.Shutdown()
 		}
 		n.closeStores()

@@ -43,8 +43,15 @@ func (n *Node) reconcile() {
 		if n.wasRemoved(m.ID) {
 			continue // removed by the operator while gossip still sees it
 		}
+		if m.Groups != groupsMeta(n.cfg.Groups) {
+			n.warnGroups.Do(func() {
+				n.log.Error("a node runs another number of raft groups and is never added: start every node with the same --raft-groups",
+					"id", m.ID, "its_groups", max(m.Groups, 1), "ours", max(n.cfg.Groups, 1))
+			})
+			continue
+		}
 		s, known := voters[m.ID]
-		if m.Resync {
+		if m.Resync && n.ownsMembers { // gossip says group 0's files are being rebuilt
 			n.demoteResyncing(m, s, known)
 			continue
 		}
@@ -132,7 +139,7 @@ var ErrUnknownServer = errors.New("cluster: no such server in the configuration"
 // decision; see reconcile). It runs on the leader.
 func (n *Node) RemoveServer(ctx context.Context, id, actor string) error {
 	_, err := route(n, ctx, forwardWrite,
-		func() (struct{}, error) { return struct{}{}, n.RemoveServerLocal(id, actor) },
+		func() (struct{}, error) { return struct{}{}, n.RemoveServerLocal(ctx, id, actor) },
 		func(ctx context.Context, addr string) (struct{}, error) {
 			return struct{}{}, n.fwd.RemoveServer(ctx, addr, id, actor)
 		})
@@ -142,7 +149,7 @@ func (n *Node) RemoveServer(ctx context.Context, id, actor string) error {
 // RemoveServerLocal removes id if this node leads, and records the
 // removal in the audit trail (an entry of its own after the configuration
 // change, made by actor).
-func (n *Node) RemoveServerLocal(id, actor string) error {
+func (n *Node) RemoveServerLocal(_ context.Context, id, actor string) error {
 	if n.raft.State() != raft.Leader {
 		return ErrNotLeader
 	}

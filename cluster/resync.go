@@ -345,7 +345,7 @@ func (n *Node) resyncStep(rs *resyncState) bool {
 	n.damage.Clear() // what it found is in the files set aside
 	rs.phase = "done"
 	n.resync.Store(nil)
-	if n.members != nil {
+	if n.ownsMembers {
 		n.members.setResync(false)
 	}
 	n.log.Info("resync done: this node holds every committed entry again and may vote once the leader promotes it",

@@ -118,8 +118,10 @@ func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 		c.index, c.digest = index, digest
 		c.mu.Unlock()
 		c.lastDone.Set(float64(index))
-		n.members.setCheck(index, digest)
-		n.compareChecks()
+		if n.ownsMembers { // gossip carries group 0's checks only
+			n.members.setCheck(index, digest)
+			n.compareChecks()
+		}
 	}()
 }
 

@@ -42,7 +42,7 @@ func TestDamagedMessageFilesAreFoundNeverServed(t *testing.T) {
 	}
 	a.ackAll(p, nil)
 	format, _ := os.ReadFile(filepath.Join(data, "FORMAT"))
-	if strings.TrimSpace(string(format)) != fmt.Sprintf(`{"state":5,"log":%d,"raftLog":"wal"}`, command.LogFormat) {
+	if strings.TrimSpace(string(format)) != fmt.Sprintf(`{"state":%d,"log":%d,"raftLog":"wal"}`, command.StateFormat, command.LogFormat) {
 		t.Fatalf("FORMAT after the migration: %s", format)
 	}
 	if old, _ := filepath.Glob(filepath.Join(data, "messages", "*", "*.idx")); len(old) != 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,15 @@ func (c *Changes) touch(queue string) {
 // groups) never mint the same id.
 const LogID = "0"
 
+// GroupLogID is the LogID of Raft group g: group 0's is LogID, so one
+// group is today's log.
+func GroupLogID(g int) string {
+	if g == 0 {
+		return LogID
+	}
+	return LogID + "/" + strconv.Itoa(g)
+}
+
 // How often the node commits the state file (store.Options.CommitEvery,
 // CommitAfter): once per CommitEvery apply batches, or CommitAfter,
 // whichever comes first. Its commits rewrite the same few pages batch
@@ -55,6 +65,8 @@ const (
 
 // Options configure an FSM.
 type Options struct {
+	// LogID names the log (GroupLogID); "" = LogID.
+	LogID   string
 	Logger  *slog.Logger
 	Metrics *Metrics // nil: no metrics
 	// OnApplied is called after every committed batch, outside any lock.
@@ -155,7 +167,10 @@ func New(db *store.DB, msgs *msgstore.Store, opts Options) (*FSM, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &FSM{db: db, msgs: msgs, queue: queue.New(LogID, msgs), opts: opts, log: opts.Logger.With("component", "fsm")}
+	if opts.LogID == "" {
+		opts.LogID = LogID
+	}
+	f := &FSM{db: db, msgs: msgs, queue: queue.New(opts.LogID, msgs), opts: opts, log: opts.Logger.With("component", "fsm")}
 	msgs.OnCorrupt(func(err error) { opts.Damage.Note(damage.MessageFiles, err) })
 	if err := f.loadMeta(); err != nil {
 		return nil, err

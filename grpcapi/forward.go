@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,7 +30,7 @@ type Leader interface {
 	PopLocal(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error)
 	ReadIndex(ctx context.Context) (uint64, error)
 	QueryLocal(ctx context.Context, q *command.Query) (*command.QueryResult, error)
-	RemoveServerLocal(id, actor string) error
+	RemoveServerLocal(ctx context.Context, id, actor string) error
 }
 
 // ForwardServer is the leader's side of forwarding.
@@ -43,7 +44,7 @@ func NewForwardServer(node Leader) *ForwardServer { return &ForwardServer{node: 
 
 // Apply proposes a forwarded command.
 func (s *ForwardServer) Apply(ctx context.Context, cmd *command.Command) (*command.Response, error) {
-	res, err := s.node.ApplyLocal(forwardedTenant(ctx), cmd)
+	res, err := s.node.ApplyLocal(forwarded(ctx), cmd)
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -55,7 +56,7 @@ func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*c
 	if req.Pop == nil {
 		return nil, status.Error(codes.InvalidArgument, "a forwarded pop without its pop")
 	}
-	res, err := s.node.PopLocal(forwardedTenant(ctx), req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
+	res, err := s.node.PopLocal(forwarded(ctx), req.Pop, time.Duration(req.WaitMs)*time.Millisecond)
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -64,7 +65,7 @@ func (s *ForwardServer) Pop(ctx context.Context, req *internalpb.PopRequest) (*c
 
 // ReadIndex answers a follower's read index request.
 func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRequest) (*internalpb.ReadIndexReply, error) {
-	i, err := s.node.ReadIndex(ctx)
+	i, err := s.node.ReadIndex(forwarded(ctx))
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -73,7 +74,7 @@ func (s *ForwardServer) ReadIndex(ctx context.Context, _ *internalpb.ReadIndexRe
 
 // Query answers a follower's linearizable query.
 func (s *ForwardServer) Query(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
-	res, err := s.node.QueryLocal(forwardedTenant(ctx), q)
+	res, err := s.node.QueryLocal(forwarded(ctx), q)
 	if err != nil {
 		return nil, forwardStatus(err)
 	}
@@ -82,7 +83,7 @@ func (s *ForwardServer) Query(ctx context.Context, q *command.Query) (*command.Q
 
 // RemoveServer removes a voter on an operator's request.
 func (s *ForwardServer) RemoveServer(ctx context.Context, req *internalpb.RemoveServerRequest) (*internalpb.RemoveServerReply, error) {
-	if err := s.node.RemoveServerLocal(req.Id, req.Actor); err != nil {
+	if err := s.node.RemoveServerLocal(forwarded(ctx), req.Id, req.Actor); err != nil {
 		return nil, forwardStatus(err)
 	}
 	return &internalpb.RemoveServerReply{}, nil
@@ -101,13 +102,62 @@ func forwardTenant(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardTenantKey, tenant.From(ctx))
 }
 
-// forwardedTenant is ctx carrying the tenant a forwarded call names.
-func forwardedTenant(ctx context.Context) context.Context {
+// forwardGroupKey is the metadata a forwarded call names its Raft group
+// in (--raft-groups): the leader runs it in that group, whichever tenant
+// it is for. Absent: group 0 (a node of one group sends none).
+const forwardGroupKey = "x-queen-forwarded-group"
+
+// forwarded is ctx carrying the tenant and the group a forwarded call
+// names.
+func forwarded(ctx context.Context) context.Context {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get(forwardTenantKey); len(v) == 1 && tenant.Valid(v[0]) == nil {
-		return tenant.With(ctx, v[0])
+		ctx = tenant.With(ctx, v[0])
+	}
+	if v := md.Get(forwardGroupKey); len(v) == 1 {
+		if g, err := strconv.Atoi(v[0]); err == nil && g >= 0 {
+			ctx = cluster.WithGroup(ctx, g)
+		}
 	}
 	return ctx
+}
+
+// ForGroup is the client group g's Node forwards with: every call names
+// the group.
+func (c *ForwardClient) ForGroup(g int) cluster.Forwarder {
+	if g == 0 {
+		return c
+	}
+	return groupForwarder{c: c, group: strconv.Itoa(g)}
+}
+
+type groupForwarder struct {
+	c     *ForwardClient
+	group string
+}
+
+func (f groupForwarder) named(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardGroupKey, f.group)
+}
+
+func (f groupForwarder) Apply(ctx context.Context, addr string, cmd *command.Command) (proto.Message, error) {
+	return f.c.Apply(f.named(ctx), addr, cmd)
+}
+
+func (f groupForwarder) Pop(ctx context.Context, addr string, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
+	return f.c.Pop(f.named(ctx), addr, in, wait)
+}
+
+func (f groupForwarder) ReadIndex(ctx context.Context, addr string) (uint64, error) {
+	return f.c.ReadIndex(f.named(ctx), addr)
+}
+
+func (f groupForwarder) Query(ctx context.Context, addr string, q *command.Query) (*command.QueryResult, error) {
+	return f.c.Query(f.named(ctx), addr, q)
+}
+
+func (f groupForwarder) RemoveServer(ctx context.Context, addr, id, actor string) error {
+	return f.c.RemoveServer(f.named(ctx), addr, id, actor)
 }
 
 // ForwardClient is a follower's side: one connection per leader address,

@@ -33,7 +33,7 @@ func (l cannedLeader) ReadIndex(context.Context) (uint64, error) { return 0, nil
 func (l cannedLeader) QueryLocal(context.Context, *command.Query) (*command.QueryResult, error) {
 	return nil, nil
 }
-func (l cannedLeader) RemoveServerLocal(string, string) error { return nil }
+func (l cannedLeader) RemoveServerLocal(context.Context, string, string) error { return nil }
 
 func BenchmarkStageForwardPush100(b *testing.B) {
 	items := make([]*command.PushItem, 100)

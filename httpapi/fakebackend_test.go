@@ -175,6 +175,9 @@ func (f *fakeBackend) RemoveServer(ctx context.Context, id, actor string) error 
 }
 func (f *fakeBackend) Ready() bool       { return true }
 func (f *fakeBackend) Tenants() []string { return []string{"default"} }
+func (f *fakeBackend) GroupsStatus() []cluster.GroupStatus {
+	return []cluster.GroupStatus{{Role: "leader", Leader: "fake"}}
+}
 
 // defaultApply answers every command the way a healthy node would when
 // everything succeeds.

@@ -58,6 +58,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 			"kinds": st.Kinds, "apply": map[string]any{"failure": nullable(st.ApplyFailure), "skipped": nonNilU(st.Skipped)},
 			"damage": dmg, "resync": resync,
 		},
+		"groups":   a.b.GroupsStatus(), // every Raft group; "raft" is group 0's (issue 26)
 		"load":     loadOut(a.b.Load()),
 		"security": map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},
 	})

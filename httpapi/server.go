@@ -45,6 +45,9 @@ type Backend interface {
 	ID() string
 	Ready() bool
 	Tenants() []string // the tenants the node's state holds, the default first
+	// GroupsStatus is every Raft group's role, term, applied and commit
+	// index and leader, group 0 first (one with --raft-groups 1).
+	GroupsStatus() []cluster.GroupStatus
 }
 
 // Config configures the API.

@@ -45,6 +45,9 @@ type Config struct {
 	// NoTransport opens the stores only (Stores.Transport is nil): to read
 	// them before the node starts.
 	NoTransport bool
+	// Layer, when set, is the stream layer of the transport (a group's of a
+	// Mux) instead of a listener on BindAddr.
+	Layer raft.StreamLayer
 }
 
 // Stores are the opened parts.
@@ -150,12 +153,8 @@ func Open(cfg Config) (*Stores, error) {
 	if adv == "" {
 		adv = cfg.BindAddr
 	}
-	host, _, err := net.SplitHostPort(adv)
-	if err != nil {
-		return fail(fmt.Errorf("raftlog: advertise address %q: %w", adv, err))
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		return fail(fmt.Errorf("raftlog: %q is not an address other nodes can reach; set an advertise address", adv))
+	if err := reachable(adv); err != nil {
+		return fail(err)
 	}
 	pool := cfg.MaxPool
 	if pool == 0 {
@@ -165,15 +164,18 @@ func Open(cfg Config) (*Stores, error) {
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}
-	ln, err := net.Listen("tcp", cfg.BindAddr)
-	if err != nil {
-		return fail(fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err))
+	layer := cfg.Layer
+	if layer == nil {
+		ln, err := net.Listen("tcp", cfg.BindAddr)
+		if err != nil {
+			return fail(fmt.Errorf("raftlog: transport on %s: %w", cfg.BindAddr, err))
+		}
+		if cfg.ServerTLS != nil {
+			ln = tls.NewListener(ln, cfg.ServerTLS)
+		}
+		layer = &streamLayer{Listener: ln, advertise: hostAddr(adv), clientTLS: cfg.ClientTLS}
 	}
-	if cfg.ServerTLS != nil {
-		ln = tls.NewListener(ln, cfg.ServerTLS)
-	}
-	trans := raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, advertise: hostAddr(adv), clientTLS: cfg.ClientTLS},
-		pool, timeout, logger.Named("transport"))
+	trans := raft.NewNetworkTransportWithLogger(layer, pool, timeout, logger.Named("transport"))
 	return &Stores{Log: logs, Stable: bs, Snapshots: snaps, Transport: &Transport{NetworkTransport: trans, closed: make(chan struct{})}, LogKind: kind, bolt: bs, closeLog: closeLog, onCorrupt: cfg.OnCorrupt}, nil
 }
 
@@ -385,4 +387,16 @@ func decodeConfiguration(b []byte) (c raft.Configuration, ok bool) {
 		}
 	}()
 	return raft.DecodeConfiguration(b), true
+}
+
+// reachable refuses an advertise address other nodes cannot dial.
+func reachable(adv string) error {
+	host, _, err := net.SplitHostPort(adv)
+	if err != nil {
+		return fmt.Errorf("raftlog: advertise address %q: %w", adv, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("raftlog: %q is not an address other nodes can reach; set an advertise address", adv)
+	}
+	return nil
 }

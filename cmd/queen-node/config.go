@@ -39,6 +39,7 @@ type config struct {
 	LogLevel                string
 	Pprof                   bool
 	TrustTenantHeader       bool
+	RaftGroups              int
 	IdempotencyTTL          time.Duration
 	KVReadRate              float64
 	Streams                 request.StreamLimits
@@ -112,10 +113,12 @@ func (c *config) flags(fs *flag.FlagSet) []check {
 	fs.BoolVar(&c.RequireSecure, "require-secure", false, "refuse to start when a listener is beyond loopback without JWT or without TLS")
 	fs.BoolVar(&c.TestHooks, "test-hooks", false, "serve /debug/clock-skew and /debug/step-down for fault tests (never in production)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve /debug/pprof/ on the HTTP address")
+	fs.IntVar(&c.RaftGroups, "raft-groups", 1, "Raft groups every node runs (each with its own log, state and snapshots, over the one Raft port); each tenant lives in one, and the groups' leaders spread over the nodes. Fixed when the data dir is first used: every node of a cluster must run the same number")
 	fs.BoolVar(&c.TrustTenantHeader, "trust-tenant-header", false, "read a request's tenant from its x-queen-tenant header (gRPC metadata) when its token has no tenant claim: only behind a proxy that sets the header; otherwise the header is ignored (logged once)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug | info | warn | error")
 	return append(kafkaChecks, []check{
 		{"bootstrap-expect", func() error { return atLeast(c.BootstrapExpect, 1) }},
+		{"raft-groups", func() error { return within(c.RaftGroups, 1, 64) }},
 		{"default-subscription-mode", func() error { return oneOf(c.DefaultSubscriptionMode, "new", "all") }},
 		{"max-body-bytes", func() error { return atLeast(c.MaxBodyBytes, 1024) }},
 		{"retention-interval-ms", func() error { return atLeast(c.retentionMs, 10) }},

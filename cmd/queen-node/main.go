@@ -29,6 +29,7 @@ import (
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/request"
+	"github.com/queen-node/queen-node/tenant"
 	"github.com/queen-node/queen-node/tlsfiles"
 )
 
@@ -150,7 +151,7 @@ func run(args []string) error {
 	}
 
 	resync := make(chan struct{}, 1)
-	node, err := cluster.Start(cluster.Config{
+	node, err := cluster.StartGroups(cluster.Config{
 		OnResync: func() {
 			select {
 			case resync <- struct{}{}:
@@ -165,7 +166,7 @@ func run(args []string) error {
 		BootID: testBootID(cfg), MaxInflight: cfg.MaxInflight, MinFreeDisk: cfg.MinFreeDiskMB << 20,
 		ScrubRate: cfg.ScrubRateMB * (1 << 20), ScrubInterval: cfg.ScrubInterval, GossipKeys: gossipKeys, PeerTLS: peer, Keys: keys,
 		Tuning: raftlog.Tuning{SnapshotThreshold: cfg.SnapshotThreshold, SnapshotInterval: cfg.SnapshotInterval}, RaftLog: cfg.RaftLog,
-	})
+	}, cfg.RaftGroups)
 	if err != nil {
 		httpLn.Close()
 		grpcLn.Close()
@@ -173,7 +174,7 @@ func run(args []string) error {
 	}
 	forward := grpcapi.NewForwardClient(peerClient)
 	defer forward.Close()
-	node.SetForwarder(forward)
+	node.SetForwarder(forward.ForGroup)
 
 	// The gRPC server: the internal forwarding service, the public API
 	// (queen.v1), health and reflection.
@@ -221,7 +222,7 @@ func run(args []string) error {
 	go func() { serveErr <- srv.Serve(httpLn) }()
 	var kafkaSrv interface{ Close() error }
 	if kafkaLn != nil {
-		kafkaSrv = startKafka(cfg, kafkaLn, kafkaAdv, node, verifier, kafkaTLSCfg, reg, log)
+		kafkaSrv = startKafka(cfg, kafkaLn, kafkaAdv, node.Group(node.GroupOf(tenant.Default)), verifier, kafkaTLSCfg, reg, log)
 	}
 	log.Info("queen-node started", "node", cfg.NodeID, "http", cfg.HTTPAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 
@@ -235,7 +236,7 @@ wait:
 			break wait
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				reload(log, certs, peer, keys, cfg.GossipKeyring, node)
+				reload(log, certs, peer, keys, cfg.GossipKeyring, node.Group(0))
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"time"
@@ -12,7 +13,7 @@ import (
 // testHooks serves the fault-test hooks (--test-hooks): a clock that jumps,
 // a leader that steps down on request, and a snapshot that truncates the
 // log down to a few entries (so that a follower behind must install it).
-func testHooks(mux *http.ServeMux, node *cluster.Node) {
+func testHooks(mux *http.ServeMux, groups *cluster.Groups) {
 	mux.HandleFunc("POST /debug/clock-skew", func(w http.ResponseWriter, r *http.Request) {
 		var in struct {
 			Ms int64 `json:"ms"`
@@ -21,11 +22,11 @@ func testHooks(mux *http.ServeMux, node *cluster.Node) {
 			http.Error(w, `{"error":"body must be {\"ms\": N}"}`, http.StatusBadRequest)
 			return
 		}
-		node.SetClockSkew(time.Duration(in.Ms) * time.Millisecond)
+		groups.Each(func(n *cluster.Node) { n.SetClockSkew(time.Duration(in.Ms) * time.Millisecond) })
 		w.Write([]byte(`{"ok":true}`))
 	})
 	mux.HandleFunc("POST /debug/step-down", func(w http.ResponseWriter, r *http.Request) {
-		if err := node.StepDown(); err != nil {
+		if err := stepDown(groups); err != nil {
 			http.Error(w, `{"error":"`+err.Error()+`"}`, http.StatusConflict)
 			return
 		}
@@ -39,7 +40,9 @@ func testHooks(mux *http.ServeMux, node *cluster.Node) {
 			http.Error(w, `{"error":"body must be {\"trailing\": N}, N > 0"}`, http.StatusBadRequest)
 			return
 		}
-		if err := node.SnapshotWithTrailing(in.Trailing); err != nil {
+		var err error
+		groups.Each(func(n *cluster.Node) { err = errors.Join(err, n.SnapshotWithTrailing(in.Trailing)) })
+		if err != nil {
 			http.Error(w, `{"error":"snapshot: `+err.Error()+`"}`, http.StatusConflict)
 			return
 		}
@@ -55,4 +58,21 @@ func testBootID(cfg *config) string {
 		return ""
 	}
 	return os.Getenv("QUEEN_TEST_BOOT_ID")
+}
+
+// stepDown hands over every group this node leads; ErrNotLeader when it
+// leads none.
+func stepDown(groups *cluster.Groups) error {
+	led := false
+	var err error
+	groups.Each(func(n *cluster.Node) {
+		if n.IsLeader() {
+			led = true
+			err = errors.Join(err, n.StepDown())
+		}
+	})
+	if !led {
+		return cluster.ErrNotLeader
+	}
+	return err
 }

@@ -1,0 +1,198 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	queen "github.com/queen-node/queen-node/client"
+	"github.com/queen-node/queen-node/cluster"
+	"github.com/queen-node/queen-node/tenant"
+)
+
+// groupsHealth is /health's groups array.
+type groupsHealth struct {
+	Groups []cluster.GroupStatus `json:"groups"`
+}
+
+// groupLeaders is every group's leader as node n sees it.
+func groupLeaders(t *testing.T, n *node) []string {
+	t.Helper()
+	r, err := n.send(5*time.Second, http.MethodGet, "/health", nil, nil)
+	if err != nil {
+		return nil
+	}
+	var h groupsHealth
+	if json.Unmarshal(r.Body, &h) != nil {
+		return nil
+	}
+	out := make([]string, len(h.Groups))
+	for i, g := range h.Groups {
+		out[i] = g.Leader
+	}
+	return out
+}
+
+// spread reports whether every group has a leader, the nodes agree, and
+// no live node leads more than ceil(groups/live) of them.
+func spread(t *testing.T, live []*node, groups int) (bool, string) {
+	var first []string
+	for _, n := range live {
+		ls := groupLeaders(t, n)
+		if len(ls) != groups {
+			return false, fmt.Sprintf("%s shows %v", n.ID(), ls)
+		}
+		if first == nil {
+			first = ls
+		} else if strings.Join(ls, ",") != strings.Join(first, ",") {
+			return false, fmt.Sprintf("nodes disagree: %v and %v", first, ls)
+		}
+	}
+	count := map[string]int{}
+	for _, l := range first {
+		if l == "" {
+			return false, fmt.Sprintf("a group without a leader: %v", first)
+		}
+		count[l]++
+	}
+	most := (groups + len(live) - 1) / len(live)
+	for id, c := range count {
+		if c > most {
+			return false, fmt.Sprintf("%s leads %d of %d groups: %v", id, c, groups, first)
+		}
+	}
+	return true, fmt.Sprint(first)
+}
+
+// tenantsInGroups finds a tenant name of each group 1..n-1 (the default
+// tenant is group 0's).
+func tenantsInGroups(n int) []string {
+	names := []string{tenant.Default}
+	for g := 1; g < n; g++ {
+		for i := 0; ; i++ {
+			if name := fmt.Sprintf("team-%d", i); cluster.GroupOf(name, n) == g {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	return names
+}
+
+// Three Raft groups on three nodes (issue 26): the groups' leaders spread
+// one per node, each tenant's pushes and exactly-once transactions go to
+// its own group through any node, a node killed with SIGKILL leaves every
+// group with a leader and every tenant writable, and once it is back the
+// leaders spread over the three again.
+func TestRaftGroupsSpreadLeadersAndSurviveAKill(t *testing.T) {
+	const groups = 3
+	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header",
+		"--default-subscription-mode", "all"}})
+	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
+		t.Fatalf("the leaders did not spread: %s", why)
+	}
+	tenants := tenantsInGroups(groups)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	charge := func(via *node, name string, order int) {
+		t.Helper()
+		cl, err := queen.New(via.URL(), queen.WithTenant(name), queen.WithLeaderRouting(false))
+		must(t, err)
+		defer cl.Close()
+		id := fmt.Sprintf("order-%d", order)
+		if _, err := cl.Queue("orders").Push(ctx, queen.Msg{Data: map[string]any{"tenant": name, "order": order}, TransactionID: id}); err != nil {
+			t.Fatalf("%s via %s: push: %v", name, via.ID(), err)
+		}
+		msgs, err := cl.Queue("orders").Pop(ctx, queen.PopOptions{Batch: 1, Wait: 5 * time.Second})
+		if err != nil || len(msgs) != 1 || !strings.Contains(string(msgs[0].Data), `"`+name+`"`) {
+			t.Fatalf("%s via %s: pop: %v %v", name, via.ID(), msgs, err)
+		}
+		res, err := cl.Transaction().Ack(msgs[0]).Once("charges", id, time.Hour).Commit(ctx)
+		if err != nil || !res.Committed {
+			t.Fatalf("%s via %s: the exactly-once commit: %+v %v", name, via.ID(), res, err)
+		}
+	}
+	for i, name := range tenants {
+		charge(c.nodes[i%len(c.nodes)], name, 1)
+	}
+
+	// kill the leader of group 1
+	leaders := groupLeaders(t, c.nodes[0])
+	var victim *node
+	for _, n := range c.nodes {
+		if n.ID() == leaders[1] {
+			victim = n
+		}
+	}
+	if victim == nil {
+		t.Fatalf("no node leads group 1: %v", leaders)
+	}
+	victim.kill9()
+	live := c.others(victim)
+	if ok, why := pollUntil(30*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, live, groups) }); !ok {
+		t.Fatalf("after %s was killed: %s", victim.ID(), why)
+	}
+	for i, name := range tenants {
+		charge(live[i%len(live)], name, 2)
+	}
+	victim.restart()
+	if ok, why := pollUntil(60*time.Second, 250*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
+		t.Fatalf("after %s came back: %s", victim.ID(), why)
+	}
+	for i, name := range tenants {
+		charge(c.nodes[(i+1)%len(c.nodes)], name, 3)
+	}
+	// each tenant's queue is in its own group: the default tenant sees its
+	// own three orders only
+	cl, err := queen.New(c.nodes[0].URL(), queen.WithLeaderRouting(false))
+	must(t, err)
+	defer cl.Close()
+	for i := 1; i <= 3; i++ {
+		e, err := cl.KV().Get(ctx, "charges", fmt.Sprintf("order-%d", i))
+		must(t, err)
+		if !e.Found {
+			t.Errorf("the default tenant's marker order-%d is missing", i)
+		}
+	}
+}
+
+// A data dir holds the number of groups it was first started with: a node
+// started with another --raft-groups is refused, naming both, and the data
+// dir is left as it was.
+func TestRaftGroupsMismatchIsRefused(t *testing.T) {
+	n := startNode(t, nodeOpts{})
+	r, err := n.send(10*time.Second, http.MethodPost, "/api/v1/push",
+		map[string]any{"items": []any{map[string]any{"queue": "q", "payload": map[string]any{}}}}, nil)
+	must(t, err)
+	if r.Status >= 300 {
+		t.Fatalf("push: %s", r)
+	}
+	n.sigterm(10 * time.Second)
+	before, _ := os.ReadFile(filepath.Join(n.DataDir(), "FORMAT"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binPath, "--node-id", "n1", "--data-dir", n.DataDir(), "--raft-groups", "3",
+		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0", "--gossip-addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("a data dir of one group started with --raft-groups 3 (err %v):\n%s", err, out)
+	}
+	for _, want := range []string{"holds 1 raft groups", "--raft-groups 3"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(n.DataDir(), "FORMAT"))
+	if string(after) != string(before) {
+		t.Fatalf("FORMAT changed: %s → %s", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(n.DataDir(), "groups")); err == nil {
+		t.Fatal("the refused start made group directories")
+	}
+}
