@@ -252,18 +252,24 @@ func values(m map[string]transport) []transport {
 
 // leaderAddr is the address /health names as the leader's HTTP API.
 func (t *httpTransport) leaderAddr(ctx context.Context) (string, error) {
+	type leader struct {
+		LeaderHTTP *string `json:"leaderHttp"`
+	}
 	var h struct {
-		Raft struct {
-			LeaderHTTP *string `json:"leaderHttp"`
-		} `json:"raft"`
+		Raft   leader  `json:"raft"`
+		Tenant *leader `json:"tenant"` // the leader of the client's tenant's group (--raft-groups)
 	}
 	if err := t.call(ctx, http.MethodGet, "/health", nil, &h); err != nil {
 		return "", err // 503: the node knows no leader, or is far behind
 	}
-	if h.Raft.LeaderHTTP == nil {
+	l := h.Raft.LeaderHTTP
+	if h.Tenant != nil {
+		l = h.Tenant.LeaderHTTP
+	}
+	if l == nil {
 		return "", nil
 	}
-	return strings.TrimPrefix(strings.TrimPrefix(*h.Raft.LeaderHTTP, "http://"), "https://"), nil
+	return strings.TrimPrefix(strings.TrimPrefix(*l, "http://"), "https://"), nil
 }
 
 // leaderAddr is the address the Leader RPC names as the leader's gRPC API.

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/tenant"
 )
@@ -35,6 +38,10 @@ type Groups struct {
 
 	bootMu   sync.Mutex
 	bootWith []raft.Server // the voters group 0 bootstrapped with; nil = not yet
+
+	// written: tenants whose first write the placement table holds, and
+	// their group (such a row never changes)
+	written sync.Map // tenant name → int
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -136,9 +143,67 @@ func (gs *Groups) Count() int { return len(gs.nodes) }
 func (gs *Groups) Group(g int) *Node { return gs.nodes[g] }
 
 // GroupOf is the group tenant name lives in: the default tenant in group 0
-// (where a data dir of one group holds it), any other by a stable hash of
-// its name (FNV-1a), so every node places it alike without asking.
-func (gs *Groups) GroupOf(name string) int { return GroupOf(name, len(gs.nodes)) }
+// (where a data dir of one group holds it); another as the placement table
+// in group 0's state says (an operator's pin, or where it first wrote), or
+// else by a stable hash of its name (FNV-1a), so every node places it
+// alike without asking.
+func (gs *Groups) GroupOf(name string) int {
+	if len(gs.nodes) == 1 || name == tenant.Default {
+		return 0
+	}
+	if g, ok := gs.written.Load(name); ok {
+		return g.(int)
+	}
+	if rec := gs.placement(name); rec != nil && int(rec.Group) < len(gs.nodes) {
+		if rec.Written {
+			gs.written.Store(name, int(rec.Group))
+		}
+		return int(rec.Group)
+	}
+	return GroupOf(name, len(gs.nodes))
+}
+
+// placement is tenant name's row of the placement table as this node's
+// group 0 holds it (nil = none).
+func (gs *Groups) placement(name string) *command.PlacementRecord {
+	var rec *command.PlacementRecord
+	_ = gs.nodes[0].fsm.Read(func(rd *fsm.Reader) error { rec = rd.Placement(name); return nil })
+	return rec
+}
+
+// writeTo is the group a write of the tenant ctx carries goes to, once the
+// placement table records the tenant's first write there: a tenant's
+// first write proposes that row in group 0 (once; a row with a write never
+// changes), so that a pin and a first write elsewhere are ordered in one
+// log and a tenant never holds data in two groups.
+func (gs *Groups) writeTo(ctx context.Context) (*Node, error) {
+	name := tenant.From(ctx)
+	if _, forwarded := groupFrom(ctx); forwarded || len(gs.nodes) == 1 || name == tenant.Default {
+		return gs.For(ctx), nil
+	}
+	if g, ok := gs.written.Load(name); ok {
+		return gs.nodes[g.(int)], nil
+	}
+	g := gs.GroupOf(name)
+	for range 2 { // a pin this node had not seen yet: once more, where it says
+		res, err := gs.nodes[0].Apply(tenant.With(ctx, tenant.Default),
+			&command.Command{Body: &command.Command_PlaceTenant{PlaceTenant: &command.PlaceTenant{Tenant: name, Group: uint32(g)}}})
+		if err != nil {
+			return nil, err
+		}
+		r, ok := res.(*command.PlaceTenantResult)
+		if !ok {
+			return nil, fmt.Errorf("%w: placing tenant %s: %T", ErrInternal, name, res)
+		}
+		if r.Placed || r.Written {
+			g = int(r.Group)
+			gs.written.Store(name, g)
+			return gs.nodes[g], nil
+		}
+		g = int(r.Group)
+	}
+	return nil, fmt.Errorf("%w: tenant %s: its placement moved twice under this write; retry", ErrOutcomeUnknown, name)
+}
 
 // GroupOf is the group of tenant name among n groups.
 func GroupOf(name string, n int) int {
@@ -158,6 +223,30 @@ func (gs *Groups) For(ctx context.Context) *Node {
 	}
 	return gs.nodes[gs.GroupOf(tenant.From(ctx))]
 }
+
+// Placement is one row of the placement table, as /health and ctl show it.
+type Placement struct {
+	Tenant  string `json:"tenant"`
+	Group   int    `json:"group"`
+	Pinned  bool   `json:"pinned"`
+	Written bool   `json:"written"` // its first write is recorded: the row never moves
+}
+
+// Placements is the placement table as this node's group 0 holds it.
+func (gs *Groups) Placements() []Placement {
+	var out []Placement
+	_ = gs.nodes[0].fsm.Read(func(rd *fsm.Reader) error {
+		for name, rec := range rd.Placements() {
+			out = append(out, Placement{Tenant: name, Group: int(rec.Group), Pinned: rec.Pinned, Written: rec.Written})
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })
+	return out
+}
+
+// Placements of a Node: one group, no table.
+func (n *Node) Placements() []Placement { return nil }
 
 type groupKey struct{}
 

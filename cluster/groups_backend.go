@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/queen-node/queen-node/backup"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // What the front ends call (httpapi.Backend, grpcapi.Node, pipeline.Node):
@@ -20,11 +22,25 @@ import (
 // group's (readiness, removing a voter, draining the push buffers).
 
 func (gs *Groups) Apply(ctx context.Context, cmd *command.Command) (proto.Message, error) {
-	return gs.For(ctx).Apply(ctx, cmd)
+	if p := cmd.GetPlaceTenant(); p != nil { // an operator's pin: the table is group 0's
+		if int(p.Group) >= len(gs.nodes) {
+			return &command.PlaceTenantResult{Error: fmt.Sprintf("group %d: this cluster runs groups 0 to %d", p.Group, len(gs.nodes)-1)}, nil
+		}
+		return gs.nodes[0].Apply(tenant.With(ctx, tenant.Default), cmd)
+	}
+	n, err := gs.writeTo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return n.Apply(ctx, cmd)
 }
 
 func (gs *Groups) Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error) {
-	return gs.For(ctx).Pop(ctx, in, wait)
+	n, err := gs.writeTo(ctx) // a pop writes (a lease, a group's first contact)
+	if err != nil {
+		return nil, err
+	}
+	return n.Pop(ctx, in, wait)
 }
 
 func (gs *Groups) Read(ctx context.Context, level ReadLevel, fn func(*fsm.Reader) error) error {
@@ -172,3 +188,17 @@ func (n *Node) GroupsStatus() []GroupStatus {
 	st := n.Status()
 	return []GroupStatus{{Group: n.cfg.Group, Role: st.Role, Term: st.Term, Applied: st.StateApplied, CommitIndex: st.CommitIndex, Leader: st.LeaderID}}
 }
+
+// StatusOf is the Raft state of the group of the tenant ctx carries (its
+// leader is where that tenant's writes go: /health's tenant object and
+// the Leader RPC name it, so a client sends there directly).
+func (gs *Groups) StatusOf(ctx context.Context) RaftStatus { return gs.For(ctx).Status() }
+
+// GroupFor is the group of the tenant ctx carries.
+func (gs *Groups) GroupFor(ctx context.Context) int { return gs.For(ctx).cfg.Group }
+
+// StatusOf of a Node is its Status: it is one group.
+func (n *Node) StatusOf(context.Context) RaftStatus { return n.Status() }
+
+// GroupFor of a Node is its group.
+func (n *Node) GroupFor(context.Context) int { return n.cfg.Group }

@@ -358,6 +358,7 @@ type Command struct {
 	//	*Command_KafkaInitProducer
 	//	*Command_KafkaProduce
 	//	*Command_KafkaCreateTopics
+	//	*Command_PlaceTenant
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -746,6 +747,15 @@ func (x *Command) GetKafkaCreateTopics() *KafkaCreateTopics {
 	return nil
 }
 
+func (x *Command) GetPlaceTenant() *PlaceTenant {
+	if x != nil {
+		if x, ok := x.Body.(*Command_PlaceTenant); ok {
+			return x.PlaceTenant
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -882,6 +892,10 @@ type Command_KafkaCreateTopics struct {
 	KafkaCreateTopics *KafkaCreateTopics `protobuf:"bytes,42,opt,name=kafka_create_topics,json=kafkaCreateTopics,proto3,oneof"`
 }
 
+type Command_PlaceTenant struct {
+	PlaceTenant *PlaceTenant `protobuf:"bytes,43,opt,name=place_tenant,json=placeTenant,proto3,oneof"`
+}
+
 func (*Command_Noop) isCommand_Body() {}
 
 func (*Command_Push) isCommand_Body() {}
@@ -947,6 +961,8 @@ func (*Command_KafkaInitProducer) isCommand_Body() {}
 func (*Command_KafkaProduce) isCommand_Body() {}
 
 func (*Command_KafkaCreateTopics) isCommand_Body() {}
+
+func (*Command_PlaceTenant) isCommand_Body() {}
 
 type Noop struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4058,7 +4074,7 @@ var File_command_commands_proto protoreflect.FileDescriptor
 
 const file_command_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\"\xec\x12\n" +
+	"\x16command/commands.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\x1a\x17command/placement.proto\"\xb0\x13\n" +
 	"\aCommand\x12\x19\n" +
 	"\bstamp_us\x18\x01 \x01(\x03R\astampUs\x12\x1c\n" +
 	"\tskippable\x18\x02 \x01(\bR\tskippable\x12?\n" +
@@ -4103,7 +4119,8 @@ const file_command_commands_proto_rawDesc = "" +
 	"\x13stream_delete_query\x18' \x01(\v2#.queen.command.v1.StreamDeleteQueryH\x00R\x11streamDeleteQuery\x12U\n" +
 	"\x13kafka_init_producer\x18( \x01(\v2#.queen.command.v1.KafkaInitProducerH\x00R\x11kafkaInitProducer\x12E\n" +
 	"\rkafka_produce\x18) \x01(\v2\x1e.queen.command.v1.KafkaProduceH\x00R\fkafkaProduce\x12U\n" +
-	"\x13kafka_create_topics\x18* \x01(\v2#.queen.command.v1.KafkaCreateTopicsH\x00R\x11kafkaCreateTopicsB\x06\n" +
+	"\x13kafka_create_topics\x18* \x01(\v2#.queen.command.v1.KafkaCreateTopicsH\x00R\x11kafkaCreateTopics\x12B\n" +
+	"\fplace_tenant\x18+ \x01(\v2\x1d.queen.command.v1.PlaceTenantH\x00R\vplaceTenantB\x06\n" +
 	"\x04bodyB\x06\n" +
 	"\x04_crc\"\x06\n" +
 	"\x04Noop\"\xdf\x01\n" +
@@ -4467,10 +4484,11 @@ var file_command_commands_proto_goTypes = []any{
 	(*StreamDeleteQuery)(nil), // 47: queen.command.v1.StreamDeleteQuery
 	(*KafkaInitProducer)(nil), // 48: queen.command.v1.KafkaInitProducer
 	(*KafkaCreateTopics)(nil), // 49: queen.command.v1.KafkaCreateTopics
-	(*KafkaTxnGuard)(nil),     // 50: queen.command.v1.KafkaTxnGuard
-	(*QueueOptions)(nil),      // 51: queen.command.v1.QueueOptions
-	(*Refusal)(nil),           // 52: queen.command.v1.Refusal
-	(*StreamStateOp)(nil),     // 53: queen.command.v1.StreamStateOp
+	(*PlaceTenant)(nil),       // 50: queen.command.v1.PlaceTenant
+	(*KafkaTxnGuard)(nil),     // 51: queen.command.v1.KafkaTxnGuard
+	(*QueueOptions)(nil),      // 52: queen.command.v1.QueueOptions
+	(*Refusal)(nil),           // 53: queen.command.v1.Refusal
+	(*StreamStateOp)(nil),     // 54: queen.command.v1.StreamStateOp
 }
 var file_command_commands_proto_depIdxs = []int32{
 	28, // 0: queen.command.v1.Command.idempotency:type_name -> queen.command.v1.Idempotency
@@ -4507,38 +4525,39 @@ var file_command_commands_proto_depIdxs = []int32{
 	48, // 31: queen.command.v1.Command.kafka_init_producer:type_name -> queen.command.v1.KafkaInitProducer
 	8,  // 32: queen.command.v1.Command.kafka_produce:type_name -> queen.command.v1.KafkaProduce
 	49, // 33: queen.command.v1.Command.kafka_create_topics:type_name -> queen.command.v1.KafkaCreateTopics
-	9,  // 34: queen.command.v1.KafkaBatch.items:type_name -> queen.command.v1.PushItem
-	7,  // 35: queen.command.v1.KafkaProduce.batches:type_name -> queen.command.v1.KafkaBatch
-	9,  // 36: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
-	1,  // 37: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
-	0,  // 38: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
-	12, // 39: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
-	12, // 40: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
-	9,  // 41: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
-	14, // 42: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
-	25, // 43: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
-	17, // 44: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
-	16, // 45: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
-	50, // 46: queen.command.v1.Transaction.kafka:type_name -> queen.command.v1.KafkaTxnGuard
-	1,  // 47: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
-	2,  // 48: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
-	17, // 49: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
-	51, // 50: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
-	3,  // 51: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
-	25, // 52: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
-	52, // 53: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
-	9,  // 54: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
-	42, // 55: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
-	4,  // 56: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
-	53, // 57: queen.command.v1.StreamCycle.ops:type_name -> queen.command.v1.StreamStateOp
-	9,  // 58: queen.command.v1.StreamCycle.pushes:type_name -> queen.command.v1.PushItem
-	46, // 59: queen.command.v1.StreamCycle.ack:type_name -> queen.command.v1.StreamAck
-	0,  // 60: queen.command.v1.StreamAck.status:type_name -> queen.command.v1.AckStatus
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	50, // 34: queen.command.v1.Command.place_tenant:type_name -> queen.command.v1.PlaceTenant
+	9,  // 35: queen.command.v1.KafkaBatch.items:type_name -> queen.command.v1.PushItem
+	7,  // 36: queen.command.v1.KafkaProduce.batches:type_name -> queen.command.v1.KafkaBatch
+	9,  // 37: queen.command.v1.Push.items:type_name -> queen.command.v1.PushItem
+	1,  // 38: queen.command.v1.Pop.subscription:type_name -> queen.command.v1.Pop.Subscription
+	0,  // 39: queen.command.v1.AckItem.status:type_name -> queen.command.v1.AckStatus
+	12, // 40: queen.command.v1.Ack.items:type_name -> queen.command.v1.AckItem
+	12, // 41: queen.command.v1.TxnOp.ack:type_name -> queen.command.v1.AckItem
+	9,  // 42: queen.command.v1.TxnOp.push:type_name -> queen.command.v1.PushItem
+	14, // 43: queen.command.v1.Transaction.ops:type_name -> queen.command.v1.TxnOp
+	25, // 44: queen.command.v1.Transaction.kv:type_name -> queen.command.v1.KVOp
+	17, // 45: queen.command.v1.Transaction.timers:type_name -> queen.command.v1.TimerOp
+	16, // 46: queen.command.v1.Transaction.positions:type_name -> queen.command.v1.PositionOp
+	51, // 47: queen.command.v1.Transaction.kafka:type_name -> queen.command.v1.KafkaTxnGuard
+	1,  // 48: queen.command.v1.PositionOp.subscription:type_name -> queen.command.v1.Pop.Subscription
+	2,  // 49: queen.command.v1.TimerOp.kind:type_name -> queen.command.v1.TimerOp.Kind
+	17, // 50: queen.command.v1.TimerBatch.ops:type_name -> queen.command.v1.TimerOp
+	52, // 51: queen.command.v1.Configure.options:type_name -> queen.command.v1.QueueOptions
+	3,  // 52: queen.command.v1.KVOp.kind:type_name -> queen.command.v1.KVOp.Kind
+	25, // 53: queen.command.v1.KVBatch.ops:type_name -> queen.command.v1.KVOp
+	53, // 54: queen.command.v1.IdempotencyRecord.refusal:type_name -> queen.command.v1.Refusal
+	9,  // 55: queen.command.v1.BufferedPush.item:type_name -> queen.command.v1.PushItem
+	42, // 56: queen.command.v1.Locks.ops:type_name -> queen.command.v1.LockOp
+	4,  // 57: queen.command.v1.LockOp.kind:type_name -> queen.command.v1.LockOp.Kind
+	54, // 58: queen.command.v1.StreamCycle.ops:type_name -> queen.command.v1.StreamStateOp
+	9,  // 59: queen.command.v1.StreamCycle.pushes:type_name -> queen.command.v1.PushItem
+	46, // 60: queen.command.v1.StreamCycle.ack:type_name -> queen.command.v1.StreamAck
+	0,  // 61: queen.command.v1.StreamAck.status:type_name -> queen.command.v1.AckStatus
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_command_commands_proto_init() }
@@ -4549,6 +4568,7 @@ func file_command_commands_proto_init() {
 	file_command_records_proto_init()
 	file_command_streams_proto_init()
 	file_command_kafka_proto_init()
+	file_command_placement_proto_init()
 	file_command_commands_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Noop)(nil),
 		(*Command_Push)(nil),
@@ -4583,6 +4603,7 @@ func file_command_commands_proto_init() {
 		(*Command_KafkaInitProducer)(nil),
 		(*Command_KafkaProduce)(nil),
 		(*Command_KafkaCreateTopics)(nil),
+		(*Command_PlaceTenant)(nil),
 	}
 	file_command_commands_proto_msgTypes[9].OneofWrappers = []any{
 		(*TxnOp_Ack)(nil),

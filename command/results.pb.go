@@ -2389,6 +2389,7 @@ type Response struct {
 	//	*Response_KafkaInitProducer
 	//	*Response_KafkaProduce
 	//	*Response_KafkaCreateTopics
+	//	*Response_PlaceTenant
 	Result        isResponse_Result `protobuf_oneof:"result"`
 	InternalError string            `protobuf:"bytes,30,opt,name=internal_error,json=internalError,proto3" json:"internal_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2718,6 +2719,15 @@ func (x *Response) GetKafkaCreateTopics() *KafkaCreateTopicsResult {
 	return nil
 }
 
+func (x *Response) GetPlaceTenant() *PlaceTenantResult {
+	if x != nil {
+		if x, ok := x.Result.(*Response_PlaceTenant); ok {
+			return x.PlaceTenant
+		}
+	}
+	return nil
+}
+
 func (x *Response) GetInternalError() string {
 	if x != nil {
 		return x.InternalError
@@ -2853,6 +2863,10 @@ type Response_KafkaCreateTopics struct {
 	KafkaCreateTopics *KafkaCreateTopicsResult `protobuf:"bytes,42,opt,name=kafka_create_topics,json=kafkaCreateTopics,proto3,oneof"`
 }
 
+type Response_PlaceTenant struct {
+	PlaceTenant *PlaceTenantResult `protobuf:"bytes,43,opt,name=place_tenant,json=placeTenant,proto3,oneof"`
+}
+
 func (*Response_Push) isResponse_Result() {}
 
 func (*Response_Pop) isResponse_Result() {}
@@ -2914,6 +2928,8 @@ func (*Response_KafkaInitProducer) isResponse_Result() {}
 func (*Response_KafkaProduce) isResponse_Result() {}
 
 func (*Response_KafkaCreateTopics) isResponse_Result() {}
+
+func (*Response_PlaceTenant) isResponse_Result() {}
 
 type DeleteGroupResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -3977,7 +3993,7 @@ var File_command_results_proto protoreflect.FileDescriptor
 
 const file_command_results_proto_rawDesc = "" +
 	"\n" +
-	"\x15command/results.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x16command/commands.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\"\xd8\x02\n" +
+	"\x15command/results.proto\x12\x10queen.command.v1\x1a\x15command/records.proto\x1a\x16command/commands.proto\x1a\x15command/streams.proto\x1a\x13command/kafka.proto\x1a\x17command/placement.proto\"\xd8\x02\n" +
 	"\x0ePushItemResult\x12?\n" +
 	"\x06status\x18\x01 \x01(\x0e2'.queen.command.v1.PushItemResult.StatusR\x06status\x12\x1d\n" +
 	"\n" +
@@ -4181,7 +4197,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13timers_fire_enabled\x18\x05 \x01(\bR\x11timersFireEnabled\x12\x1a\n" +
 	"\bbuffered\x18\x06 \x01(\x04R\bbuffered\"C\n" +
 	"\x06Replay\x129\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\x80\x11\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1f.queen.command.v1.StoredOutcomeR\aoutcome\"\xca\x11\n" +
 	"\bResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\x04push\x18\n" +
@@ -4215,7 +4231,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\x13stream_delete_query\x18' \x01(\v2).queen.command.v1.StreamDeleteQueryResultH\x00R\x11streamDeleteQuery\x12[\n" +
 	"\x13kafka_init_producer\x18( \x01(\v2).queen.command.v1.KafkaInitProducerResultH\x00R\x11kafkaInitProducer\x12K\n" +
 	"\rkafka_produce\x18) \x01(\v2$.queen.command.v1.KafkaProduceResultH\x00R\fkafkaProduce\x12[\n" +
-	"\x13kafka_create_topics\x18* \x01(\v2).queen.command.v1.KafkaCreateTopicsResultH\x00R\x11kafkaCreateTopics\x12%\n" +
+	"\x13kafka_create_topics\x18* \x01(\v2).queen.command.v1.KafkaCreateTopicsResultH\x00R\x11kafkaCreateTopics\x12H\n" +
+	"\fplace_tenant\x18+ \x01(\v2#.queen.command.v1.PlaceTenantResultH\x00R\vplaceTenant\x12%\n" +
 	"\x0einternal_error\x18\x1e \x01(\tR\rinternalErrorB\b\n" +
 	"\x06result\"m\n" +
 	"\x11DeleteGroupResult\x12-\n" +
@@ -4415,8 +4432,9 @@ var file_command_results_proto_goTypes = []any{
 	(*KafkaInitProducerResult)(nil), // 51: queen.command.v1.KafkaInitProducerResult
 	(*KafkaProduceResult)(nil),      // 52: queen.command.v1.KafkaProduceResult
 	(*KafkaCreateTopicsResult)(nil), // 53: queen.command.v1.KafkaCreateTopicsResult
-	(LockOp_Kind)(0),                // 54: queen.command.v1.LockOp.Kind
-	(*StreamQueryRecord)(nil),       // 55: queen.command.v1.StreamQueryRecord
+	(*PlaceTenantResult)(nil),       // 54: queen.command.v1.PlaceTenantResult
+	(LockOp_Kind)(0),                // 55: queen.command.v1.LockOp.Kind
+	(*StreamQueryRecord)(nil),       // 56: queen.command.v1.StreamQueryRecord
 }
 var file_command_results_proto_depIdxs = []int32{
 	1,  // 0: queen.command.v1.PushItemResult.status:type_name -> queen.command.v1.PushItemResult.Status
@@ -4472,20 +4490,21 @@ var file_command_results_proto_depIdxs = []int32{
 	51, // 50: queen.command.v1.Response.kafka_init_producer:type_name -> queen.command.v1.KafkaInitProducerResult
 	52, // 51: queen.command.v1.Response.kafka_produce:type_name -> queen.command.v1.KafkaProduceResult
 	53, // 52: queen.command.v1.Response.kafka_create_topics:type_name -> queen.command.v1.KafkaCreateTopicsResult
-	5,  // 53: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
-	40, // 54: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
-	0,  // 55: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
-	54, // 56: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
-	6,  // 57: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
-	41, // 58: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
-	55, // 59: queen.command.v1.StreamRegisterResult.query:type_name -> queen.command.v1.StreamQueryRecord
-	7,  // 60: queen.command.v1.StreamCycleResult.failure:type_name -> queen.command.v1.StreamCycleResult.Failure
-	8,  // 61: queen.command.v1.StreamCycleResult.pushes:type_name -> queen.command.v1.PushItemResult
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	54, // 53: queen.command.v1.Response.place_tenant:type_name -> queen.command.v1.PlaceTenantResult
+	5,  // 54: queen.command.v1.ReplayResult.verdict:type_name -> queen.command.v1.ReplayResult.Verdict
+	40, // 55: queen.command.v1.LocksResult.results:type_name -> queen.command.v1.LockResult
+	0,  // 56: queen.command.v1.LocksResult.reason:type_name -> queen.command.v1.Reason
+	55, // 57: queen.command.v1.LockResult.kind:type_name -> queen.command.v1.LockOp.Kind
+	6,  // 58: queen.command.v1.LockResult.reason:type_name -> queen.command.v1.LockResult.Reason
+	41, // 59: queen.command.v1.LockResult.holders:type_name -> queen.command.v1.LockHolder
+	56, // 60: queen.command.v1.StreamRegisterResult.query:type_name -> queen.command.v1.StreamQueryRecord
+	7,  // 61: queen.command.v1.StreamCycleResult.failure:type_name -> queen.command.v1.StreamCycleResult.Failure
+	8,  // 62: queen.command.v1.StreamCycleResult.pushes:type_name -> queen.command.v1.PushItemResult
+	63, // [63:63] is the sub-list for method output_type
+	63, // [63:63] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_command_results_proto_init() }
@@ -4497,6 +4516,7 @@ func file_command_results_proto_init() {
 	file_command_commands_proto_init()
 	file_command_streams_proto_init()
 	file_command_kafka_proto_init()
+	file_command_placement_proto_init()
 	file_command_results_proto_msgTypes[22].OneofWrappers = []any{
 		(*Response_Push)(nil),
 		(*Response_Pop)(nil),
@@ -4529,6 +4549,7 @@ func file_command_results_proto_init() {
 		(*Response_KafkaInitProducer)(nil),
 		(*Response_KafkaProduce)(nil),
 		(*Response_KafkaCreateTopics)(nil),
+		(*Response_PlaceTenant)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -53,6 +53,22 @@ type health struct {
 		JWT      bool     `json:"jwt"`
 		Warnings []string `json:"warnings"`
 	} `json:"security"`
+	Groups     []groupRow     `json:"groups"`
+	Placements []placementRow `json:"placements"`
+}
+
+// groupRow is one Raft group as a node's /health shows it (--raft-groups).
+type groupRow struct {
+	Group                 int
+	Role, Leader          string
+	Term, Applied, Commit uint64
+}
+
+// placementRow is one row of the placement table of tenants on groups.
+type placementRow struct {
+	Tenant          string
+	Group           int
+	Pinned, Written bool
 }
 
 // nodeHealth is one node's /health answer (any status) or why there is
@@ -154,7 +170,57 @@ func runCluster(e *env, _ []string) error {
 		}
 		t.row(n.ID, role, yesNo(n.Voter), yesNo(n.Alive), n.HTTPAddr, term, applied, lag, status)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return e.printGroups(view.Nodes[0].ID, hs)
+}
+
+// printGroups adds, with more than one Raft group, a row per group (its
+// leader, term, commit, and each node's applied index) and the placement
+// table, as the first node that answered shows them.
+func (e *env) printGroups(_ string, hs []nodeHealth) error {
+	var first *health
+	for i := range hs {
+		if hs[i].err == nil {
+			first = &hs[i].h
+			break
+		}
+	}
+	if first == nil || len(first.Groups) < 2 {
+		return nil
+	}
+	fmt.Fprintln(e.out)
+	t := newTable(e.out, "GROUP", "LEADER", "TERM", "COMMIT", "APPLIED (by node)")
+	for g, row := range first.Groups {
+		var applied []string
+		for i := range hs {
+			if hs[i].err == nil && g < len(hs[i].h.Groups) {
+				applied = append(applied, hs[i].h.NodeID+" "+strconv.FormatUint(hs[i].h.Groups[g].Applied, 10))
+			}
+		}
+		t.row(strconv.Itoa(row.Group), orNone(row.Leader), strconv.FormatUint(row.Term, 10), strconv.FormatUint(row.Commit, 10),
+			strings.Join(applied, ", "))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(first.Placements) == 0 {
+		return nil
+	}
+	fmt.Fprintln(e.out)
+	pt := newTable(e.out, "TENANT", "GROUP", "PINNED", "WRITTEN")
+	for _, p := range first.Placements {
+		pt.row(p.Tenant, strconv.Itoa(p.Group), yesNo(p.Pinned), yesNo(p.Written))
+	}
+	return pt.flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 func runHealth(e *env, _ []string) error {

@@ -149,6 +149,7 @@ func TestRaftGroupsSpreadLeadersAndSurviveAKill(t *testing.T) {
 	for i, name := range tenants {
 		charge(c.nodes[(i+1)%len(c.nodes)], name, 3)
 	}
+	checkPins(t, c, groups)
 	// each tenant's queue is in its own group: the default tenant sees its
 	// own three orders only
 	cl, err := queen.New(c.nodes[0].URL(), queen.WithLeaderRouting(false))
@@ -194,5 +195,73 @@ func TestRaftGroupsMismatchIsRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(n.DataDir(), "groups")); err == nil {
 		t.Fatal("the refused start made group directories")
+	}
+}
+
+// checkPins: an operator pins a tenant to a group before it writes, and
+// its writes go there; a tenant that wrote in one group is never pinned to
+// another (409, nothing changed); bad pins are 400s.
+func checkPins(t *testing.T, c *testCluster, groups int) {
+	t.Helper()
+	var fresh string
+	for i := 0; ; i++ {
+		if fresh = fmt.Sprintf("pinned-%d", i); cluster.GroupOf(fresh, groups) == 1 {
+			break
+		}
+	}
+	pin := func(via *node, name string, group any) *response {
+		t.Helper()
+		r, err := via.send(10*time.Second, http.MethodPost, "/api/v1/system/tenants/"+name+"/pin", map[string]any{"group": group}, nil)
+		must(t, err)
+		return r
+	}
+	if r := pin(c.nodes[1], fresh, 2); r.Status != http.StatusOK {
+		t.Fatalf("pinning %s (hash: group 1) to group 2: %s", fresh, r)
+	}
+	r, err := c.nodes[2].send(10*time.Second, http.MethodPost, "/api/v1/push",
+		map[string]any{"items": []any{map[string]any{"queue": "pinned", "payload": map[string]any{}}}}, map[string]string{tenant.Header: fresh})
+	must(t, err)
+	if r.Status >= 300 {
+		t.Fatalf("a push of the pinned tenant: %s", r)
+	}
+	var table struct {
+		Groups     int                 `json:"groups"`
+		Placements []cluster.Placement `json:"placements"`
+	}
+	if err := c.nodes[0].getJSON("/api/v1/system/tenants", 10*time.Second, &table); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range table.Placements {
+		if p.Tenant == fresh {
+			found = p.Group == 2 && p.Pinned && p.Written
+		}
+	}
+	if table.Groups != groups || !found {
+		t.Fatalf("the placement table after the pinned tenant's first write: %+v", table)
+	}
+	written := tenantsInGroups(groups)[1] // wrote in group 1 above
+	if r := pin(c.nodes[0], written, 2); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "already has data in group 1") {
+		t.Fatalf("pinning a tenant with data in group 1 to group 2: %s", r)
+	}
+	for _, bad := range []struct {
+		name  string
+		group any
+	}{{fresh, groups}, {fresh, -1}, {fresh, "two"}, {"Not-A-Name", 1}, {"default", 1}} {
+		if r := pin(c.nodes[0], bad.name, bad.group); r.Status != http.StatusBadRequest {
+			t.Errorf("pin %s to %v: %s", bad.name, bad.group, r)
+		}
+	}
+	var h struct {
+		Placements []cluster.Placement `json:"placements"`
+		Tenant     struct {
+			Group int `json:"group"`
+		} `json:"tenant"`
+	}
+	r, err = c.nodes[1].send(5*time.Second, http.MethodGet, "/health", nil, map[string]string{tenant.Header: fresh})
+	must(t, err)
+	r.decode(t, &h)
+	if len(h.Placements) == 0 || h.Tenant.Group != 2 {
+		t.Fatalf("/health of the pinned tenant: %s", r)
 	}
 }

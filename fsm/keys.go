@@ -22,7 +22,7 @@ var metaKey = []byte("meta")
 // Buckets lists every bucket of the state file, for store.Open: the FSM's
 // own and each domain's.
 var Buckets = func() []store.Bucket {
-	bs := []store.Bucket{bMeta}
+	bs := []store.Bucket{bMeta, bPlacements}
 	for _, domain := range [][]store.Bucket{queue.Buckets, leases.Buckets, timers.Buckets, idempotency.Buckets,
 		{kvstore.BucketEntries, kvstore.BucketExpiry}, {audit.Bucket}, traces.Buckets, streams.Buckets, producers.Buckets} {
 		bs = append(bs, domain...)

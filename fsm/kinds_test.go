@@ -106,7 +106,7 @@ func TestTheFactsOfEveryKind(t *testing.T) {
 	admins := []string{"delete_queue", "delete_group", "set_switches", "purge_dead_letters", "stream_delete_query"}
 	addsData := []string{"push", "transaction", "kv", "timers", "configure", "locks", "stream_register", "stream_cycle", "kafka_produce", "kafka_create_topics"}
 	audited := []string{"delete_queue", "delete_group", "seek", "set_subscription", "set_switches", "audit_note",
-		"replay_dead_letter", "purge_dead_letters", "delete_message", "stream_delete_query"}
+		"replay_dead_letter", "purge_dead_letters", "delete_message", "stream_delete_query", "place_tenant"}
 	payloads := []string{"push", "transaction", "timers", "stream_cycle", "kafka_produce"}
 	refusals := []string{"kv", "locks", "timers", "transaction", "seek", "stream_delete_query", "stream_register"}
 	for _, cmd := range everyBody(t) {
@@ -120,7 +120,7 @@ func TestTheFactsOfEveryKind(t *testing.T) {
 			if slices.Contains(admins, k.Name) {
 				want = auth.Admin
 			}
-			if k.Name == "set_switches" {
+			if k.Name == "set_switches" || k.Name == "place_tenant" {
 				want = auth.Operator // the switches are every tenant's (issue 26)
 			}
 			if a.Level != want {
@@ -138,6 +138,9 @@ func TestTheFactsOfEveryKind(t *testing.T) {
 		}
 		if n := cmd.GetAuditNote(); n != nil {
 			n.Action = "remove_voter"
+		}
+		if p := cmd.GetPlaceTenant(); p != nil {
+			p.Pin = true // an operator's pin is audited; a tenant's first write is not
 		}
 		if action, _ := k.Audit(cmd); (action != "") != slices.Contains(audited, k.Name) {
 			t.Errorf("%s: audited as %q", k.Name, action)

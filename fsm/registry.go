@@ -116,6 +116,17 @@ func init() {
 		Touches: kafkaProduceTouches, WhenFull: RefusedWhenFull, Audit: notAudited, Payloads: kafkaProducePayloads,
 		Refusal: neverRefused})
 
+	register(&command.Command_PlaceTenant{}, Kind{Name: "place_tenant", Apply: applyPlaceTenant, Origin: FromClient,
+		Access:   operator,                                // the table spans every tenant
+		Touches:  func(*command.Command, func(Touch)) {}, // a tenant's row, no queue
+		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: neverRefused,
+		Audit: func(cmd *command.Command) (string, string) {
+			if p := cmd.GetPlaceTenant(); p.Pin {
+				return "pin_tenant", fmt.Sprintf("tenant=%q group=%d", p.Tenant, p.Group)
+			}
+			return "", ""
+		}})
+
 	register(&command.Command_KafkaCreateTopics{}, Kind{Name: "kafka_create_topics", Apply: applyKafkaCreateTopics,
 		Origin: FromClient, Access: readWrite,
 		Touches: func(cmd *command.Command, touch func(Touch)) {

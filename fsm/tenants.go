@@ -22,7 +22,7 @@ import (
 // housekeeping walk them all).
 
 // tenantBuckets are the buckets each tenant has its own of.
-var tenantBuckets = Buckets[1:]
+var tenantBuckets = Buckets[2:] // all but the meta record and the placement table
 
 var scopes sync.Map // tenant key → *store.Scope
 

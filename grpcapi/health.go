@@ -77,7 +77,7 @@ type watchStream struct {
 func (w watchStream) Context() context.Context { return w.ctx }
 
 // Leader names the leader this node knows and its client addresses.
-func (s *Public) Leader(context.Context, *queenpb.LeaderRequest) (*queenpb.LeaderResponse, error) {
-	st := s.node.Status()
+func (s *Public) Leader(ctx context.Context, _ *queenpb.LeaderRequest) (*queenpb.LeaderResponse, error) {
+	st := s.node.StatusOf(ctx) // the leader of the caller's tenant's group
 	return &queenpb.LeaderResponse{NodeId: s.node.ID(), LeaderId: st.LeaderID, LeaderHttp: st.LeaderHTTP, LeaderGrpc: st.LeaderGRPC}, nil
 }

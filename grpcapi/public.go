@@ -33,6 +33,8 @@ type Node interface {
 	Now() int64
 	Ready() bool
 	Status() cluster.RaftStatus
+	// StatusOf is the Raft state of the group of the tenant ctx carries.
+	StatusOf(ctx context.Context) cluster.RaftStatus
 	ID() string
 	// Watch is closed when an applied entry next changes queue.
 	Watch(ctx context.Context, queue string) <-chan struct{}

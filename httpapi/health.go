@@ -10,6 +10,7 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // healthStatus is a node's /health status: "damaged" once it found its
@@ -58,9 +59,11 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 			"kinds": st.Kinds, "apply": map[string]any{"failure": nullable(st.ApplyFailure), "skipped": nonNilU(st.Skipped)},
 			"damage": dmg, "resync": resync,
 		},
-		"groups":   a.b.GroupsStatus(), // every Raft group; "raft" is group 0's (issue 26)
-		"load":     loadOut(a.b.Load()),
-		"security": map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},
+		"groups":     a.b.GroupsStatus(), // every Raft group; "raft" is group 0's (issue 26)
+		"tenant":     a.tenantHealth(r),
+		"placements": placementsOut(a.b.Placements()),
+		"load":       loadOut(a.b.Load()),
+		"security":   map[string]any{"jwt": a.cfg.Auth != nil, "warnings": nonNil(a.cfg.SecurityWarnings)},
 	})
 }
 
@@ -155,4 +158,19 @@ func nonNilU(v []uint64) []uint64 {
 		return []uint64{}
 	}
 	return v
+}
+
+// tenantHealth is where the request's tenant lives: its group and that
+// group's leader (a client sends the tenant's writes there directly).
+func (a *API) tenantHealth(r *http.Request) map[string]any {
+	st := a.b.StatusOf(r.Context())
+	return map[string]any{"name": tenant.From(r.Context()), "group": a.b.GroupFor(r.Context()), "leaderId": st.LeaderID,
+		"leaderHttp": nullable(st.LeaderHTTP), "leaderGrpc": nullable(st.LeaderGRPC)}
+}
+
+func placementsOut(p []cluster.Placement) []cluster.Placement {
+	if p == nil {
+		return []cluster.Placement{}
+	}
+	return p
 }

@@ -48,6 +48,13 @@ type Backend interface {
 	// GroupsStatus is every Raft group's role, term, applied and commit
 	// index and leader, group 0 first (one with --raft-groups 1).
 	GroupsStatus() []cluster.GroupStatus
+	// StatusOf and GroupFor are the Raft state and the number of the
+	// group of the tenant ctx carries.
+	StatusOf(ctx context.Context) cluster.RaftStatus
+	GroupFor(ctx context.Context) int
+	// Placements is the placement table of tenants on groups (none with
+	// one group).
+	Placements() []cluster.Placement
 }
 
 // Config configures the API.
@@ -184,6 +191,8 @@ func (a *API) routes() {
 	h("POST /api/v1/system/maintenance", a.setMaintenance)
 	h("GET /api/v1/system/maintenance/pop", a.getPopMaintenance)
 	h("POST /api/v1/system/maintenance/pop", a.setPopMaintenance)
+	h("GET /api/v1/system/tenants", a.listTenants)
+	h("POST /api/v1/system/tenants/{tenant}/pin", a.pinTenant)
 	h("GET /api/v1/system/state-hash", a.stateHash)
 	h("GET /api/v1/system/audit", a.auditTrail)
 	h("GET /api/v1/system/backup", a.backup)

@@ -97,6 +97,8 @@ var operations = []operation{
 	{http: []string{"GET /api/v1/system/cluster", "GET /api/v1/system/state-hash", "GET /api/v1/system/backup",
 		"POST /api/v1/system/restore", "DELETE /api/v1/system/cluster/nodes/{id}"}, level: auth.Operator},
 	{http: []string{"GET /api/v1/system/audit"}, level: auth.Admin},
+	// The placement of tenants on Raft groups spans every tenant (issue 26).
+	{http: []string{"GET /api/v1/system/tenants", "POST /api/v1/system/tenants/{tenant}/pin"}, level: auth.Operator},
 	{http: []string{"DELETE /api/v1/dlq"}, grpc: []string{"PurgeDeadLetters"}, level: auth.Admin},
 	// The operator's view of stream queries: list and delete.
 	{http: []string{"GET /streams/v1/queries", "DELETE /streams/v1/queries/{name}"}, level: auth.Admin},

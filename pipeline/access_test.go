@@ -64,6 +64,8 @@ var specLevels = []struct {
 			"GET /api/v1/system/cluster", "DELETE /api/v1/system/cluster/nodes/{id}", "GET /api/v1/system/state-hash",
 			"GET /api/v1/system/backup", "POST /api/v1/system/restore"}},
 	{"§4.11 /api/v1/system/* admin (the audit trail is each tenant's own)", auth.Admin, []string{"GET /api/v1/system/audit"}},
+	{"issue 26: the placement of tenants on Raft groups, the log's", auth.Operator,
+		[]string{"GET /api/v1/system/tenants", "POST /api/v1/system/tenants/{tenant}/pin"}},
 	{"§3 POST /api/v1/traces: RW", auth.ReadWrite, []string{"POST /api/v1/traces"}},
 	{"§3 GET /api/v1/traces/names, /by-name/:name, /:p/:t: RO", auth.ReadOnly, []string{"GET /api/v1/traces/names",
 		"GET /api/v1/traces/by-name/{name}", "GET /api/v1/traces/{partitionId}/{transactionId}"}},

@@ -48,6 +48,11 @@
 //	             new leader show in /api/v1/system/cluster?
 //	             -failover-rounds times, restarting the killed node between.
 //	             Off in "all" unless bench started three or more nodes.
+//	scaleout     alone: two three-node clusters of its own, each node in a
+//	             capped cgroup, --raft-groups 1 then 3, three tenants
+//	             pushing and running the exactly-once pattern: the
+//	             ratio of the rates beside its ceiling 3L/(L+2F)
+//	             (scaleout.go). Never in "all".
 //	kafka        -start only: node CPU per message of produce (batched,
 //	             acks=all) and consume through the Kafka listener beside
 //	             the same through HTTP, in one sitting, and their ratio.
@@ -79,8 +84,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -120,10 +127,12 @@ type options struct {
 	// /health) instead of spreading them over the nodes: what a client that
 	// can learn the leader does (the Go client given every node).
 	leaderAware bool
-	stages      bool   // the per-stage CPU budgets (stages.go)
-	before      string // with -vs-nats: a binary of the commit before, run too
-	keepData    bool   // keep the started nodes' dir
-	secure      bool   // with -start: TLS on every link and JWT on (secure.go)
+	stages      bool    // the per-stage CPU budgets (stages.go)
+	before      string  // with -vs-nats: a binary of the commit before, run too
+	keepData    bool    // keep the started nodes' dir
+	scaleCap    float64 // scaleout: each node's CPU cap, in cores
+	scaleRouted bool    // scaleout: clients route to their tenant's group leader
+	secure      bool    // with -start: TLS on every link and JWT on (secure.go)
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 	// faulty: the nodes were started by jepsen's harness (lossyfs disks,
@@ -158,6 +167,7 @@ var scenarios = []scenario{
 	{"rss", runRSS},
 	{"kafka", runKafka},
 	{"failover", runFailover}, // last: it kills nodes
+	{"scaleout", nil},         // alone: it starts clusters of its own (runScaleout)
 }
 
 func main() {
@@ -180,6 +190,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.vsNats {
 		return runVsNats(ctx, o, stdout, stderr)
+	}
+	if names["scaleout"] {
+		if n := len(slices.DeleteFunc(slices.Collect(maps.Values(names)), func(on bool) bool { return !on })); n > 1 {
+			fmt.Fprintln(stderr, "bench: scaleout starts clusters of its own: run it alone")
+			return 2
+		}
+		return runScaleout(ctx, o, stdout, stderr)
 	}
 	if o.start > 0 {
 		stopNodes, err := startNodes(ctx, o, names["exactly-once"] || names["exactly-once-batch"] || names["reads"], stderr)
@@ -263,6 +280,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	sc := fs.String("scenario", "all", "all, or a comma-separated list of: "+scenarioNames())
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
+	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.45, "scaleout: each node's CPU cap in cores (its own cgroup)")
+	fs.BoolVar(&o.scaleRouted, "scaleout-routed", true, "scaleout: each client sends to its tenant's group leader (false: workers spread over the nodes, followers forward)")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")
 	fs.IntVar(&o.batch, "batch", 100, "items per request in push-batch")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
@@ -376,6 +395,8 @@ func selectScenarios(spec string, withRSS, withFailover, withKafka bool) (map[st
 					on = withFailover
 				case "kafka":
 					on = withKafka
+				case "scaleout":
+					on = false
 				}
 				names[s.name] = names[s.name] || on
 			}
