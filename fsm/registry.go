@@ -117,7 +117,7 @@ func init() {
 		Refusal: neverRefused})
 
 	register(&command.Command_PlaceTenant{}, Kind{Name: "place_tenant", Apply: applyPlaceTenant, Origin: FromClient,
-		Access:   operator,                                // the table spans every tenant
+		Access:   operator,                               // the table spans every tenant
 		Touches:  func(*command.Command, func(Touch)) {}, // a tenant's row, no queue
 		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: neverRefused,
 		Audit: func(cmd *command.Command) (string, string) {
@@ -165,7 +165,7 @@ func init() {
 		Origin: FromNode, WhenFull: AdmittedWhenFull, Audit: notAudited, Payloads: noPayloads, Refusal: neverRefused})
 
 	register(&command.Command_SetSwitches{}, Kind{Name: "set_switches", Apply: applySetSwitches, Origin: FromClient,
-		Access:   operator, // the switches are the log's, every tenant's
+		Access:   operator,                                                            // the switches are the log's, every tenant's
 		Touches:  func(_ *command.Command, touch func(Touch)) { touch(EveryQueue()) }, // they span every queue
 		WhenFull: AdmittedWhenFull, Payloads: noPayloads, Refusal: neverRefused, Audit: switchesAudit})
 

@@ -47,6 +47,8 @@ func main() {
 	verbose := flag.Bool("v", false, "log faults and node events")
 	minFaults := flag.Int("min-faults", 0, "keep going past -time until this many faults were injected (at most -time again plus 30 minutes)")
 	retention := flag.Duration("retention", 0, "give the queue workload's queue this completedRetentionSeconds and the nodes 500 ms retention sweeps (0 = off)")
+	groups := flag.Int("groups", 1, "run the nodes with --raft-groups N")
+	tenants := flag.Int("tenants", 1, "run every workload once per tenant (the default and N-1 others spread over the groups), each checked on its own")
 	flag.Parse()
 
 	dir := *out
@@ -88,7 +90,7 @@ func main() {
 	sum, err := run.Run(ctx, run.Options{
 		Nodes: *nodes, Duration: *dur, Faults: split(*faults), Workloads: split(*workloads),
 		Bin: *bin, Dir: dir, Seed: *seed, NetNS: *netns, LossyFS: *lossy, Logf: logf, Retention: *retention,
-		MinFaults: *minFaults,
+		MinFaults: *minFaults, Groups: *groups, Tenants: *tenants,
 	})
 	if err != nil {
 		fmt.Println("jepsen: FAIL ops=0 faults=0 lost=0 duplicated=0 linearizable=false")

@@ -25,6 +25,9 @@ type Client struct {
 	http    *http.Client
 	Rec     *history.Recorder
 	Timeout time.Duration
+	// Tenant, when set, names the tenant of every request (x-queen-tenant;
+	// the nodes run with --trust-tenant-header).
+	Tenant string
 }
 
 // New makes client id over the given node URLs.
@@ -66,6 +69,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, hdr map[
 		return nil, history.Fail, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if c.Tenant != "" {
+		req.Header.Set("X-Queen-Tenant", c.Tenant)
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -9,10 +9,12 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/jepsen/failpoint"
 	"github.com/queen-node/queen-node/jepsen/harness"
 	"github.com/queen-node/queen-node/jepsen/history"
@@ -45,7 +47,13 @@ type Options struct {
 	// this many faults were injected (a long campaign's floor), for at most
 	// Duration again plus 30 minutes.
 	MinFaults int
-	Logf      func(format string, args ...any)
+	// Groups runs the nodes with --raft-groups Groups; Tenants > 1 runs the
+	// workloads once per tenant (the default and Tenants-1 others, spread
+	// over the groups), each with its own clients, history and checkers,
+	// over the same queue and key names: a tenant that saw another's
+	// messages, markers or locks fails its checker.
+	Groups, Tenants int
+	Logf            func(format string, args ...any)
 }
 
 // Summary is the run's outcome.
@@ -85,8 +93,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
-	wls, err := workload.ByName(o.Workloads)
-	if err != nil {
+	if _, err := workload.ByName(o.Workloads); err != nil {
 		return sum, err
 	}
 	useNS := false
@@ -124,6 +131,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if o.Retention > 0 {
 		extra = append(extra, "--retention-interval-ms", "500")
 	}
+	if o.Groups > 1 || o.Tenants > 1 {
+		extra = append(extra, "--raft-groups", fmt.Sprint(max(o.Groups, 1)), "--trust-tenant-header")
+	}
 	c, err := harness.Start(ctx, harness.Options{Nodes: o.Nodes, Bin: o.Bin, Dir: o.Dir, NetNS: useNS, LossyFS: useLossy, Logf: o.Logf, Extra: extra})
 	if err != nil {
 		return sum, err
@@ -142,10 +152,26 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			o.Logf("fault %s is not available here (%s)", f.Name(), why)
 		}
 	}
-	env := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed, Logf: o.Logf, Retention: o.Retention}
-	for _, w := range wls {
-		if err := w.Setup(ctx, env); err != nil {
-			return sum, fmt.Errorf("setup %s: %w", w.Name(), err)
+	type job struct {
+		env *workload.Env
+		w   workload.Workload
+	}
+	var jobs []job
+	var env *workload.Env // the default tenant's: its history is the report's
+	for i, name := range tenantNames(o.Tenants, o.Groups) {
+		e := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed + int64(i), Logf: o.Logf, Retention: o.Retention, Tenant: name}
+		if env == nil {
+			env = e
+		}
+		wls, _ := workload.ByName(o.Workloads)
+		for _, w := range wls {
+			if name != "" && w.Name() == "kafka" {
+				continue // the Kafka listener serves the default tenant only
+			}
+			if err := w.Setup(ctx, e); err != nil {
+				return sum, fmt.Errorf("setup %s%s: %w", w.Name(), tenantSuffix(name), err)
+			}
+			jobs = append(jobs, job{e, w})
 		}
 	}
 
@@ -157,9 +183,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return (now.After(end) && faults >= o.MinFaults) || now.After(hardEnd)
 	}
 	var wg sync.WaitGroup
-	for _, w := range wls {
+	for _, j := range jobs {
 		wg.Add(1)
-		go func(w workload.Workload) { defer wg.Done(); w.Run(loadCtx, env) }(w)
+		go func() { defer wg.Done(); j.w.Run(loadCtx, j.env) }()
 	}
 	var faultLog []string
 	if len(usable) > 0 {
@@ -189,17 +215,18 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err := c.Healthy(healCtx, 60*time.Second); err != nil {
 		sum.Violations = append(sum.Violations, "cluster did not recover after the faults healed: "+err.Error())
 	}
-	for _, w := range wls {
+	for _, j := range jobs {
 		fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
-		if err := w.Finish(fctx, env); err != nil {
-			sum.Violations = append(sum.Violations, fmt.Sprintf("%s: finishing: %v", w.Name(), err))
+		if err := j.w.Finish(fctx, j.env); err != nil {
+			sum.Violations = append(sum.Violations, fmt.Sprintf("%s%s: finishing: %v", j.w.Name(), tenantSuffix(j.env.Tenant), err))
 		}
 		fcancel()
 	}
 	sum.Linearizable = true
 	files := map[string][]byte{}
-	for _, w := range wls {
-		r := w.Check(env)
+	for _, j := range jobs {
+		w, name := j.w, j.w.Name()+tenantSuffix(j.env.Tenant)
+		r := w.Check(j.env)
 		sum.Ops += r.Ops
 		sum.Lost += r.Lost
 		sum.Duplicated += r.Duplicated
@@ -207,10 +234,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 			sum.Linearizable = false
 		}
 		for _, v := range r.Violations {
-			sum.Violations = append(sum.Violations, w.Name()+": "+v)
+			sum.Violations = append(sum.Violations, name+": "+v)
 		}
-		for name, b := range r.Files {
-			files[w.Name()+"-"+name] = b
+		for file, b := range r.Files {
+			files[name+"-"+file] = b
 		}
 	}
 	sum.OK = len(sum.Violations) == 0 && sum.Lost == 0 && sum.Duplicated == 0 && sum.Linearizable
@@ -290,4 +317,27 @@ func writeReport(sum Summary, rec *history.Recorder, c *harness.Cluster, faults 
 		nodes = append(nodes, line)
 	}
 	os.WriteFile(filepath.Join(dir, "nodes.txt"), []byte(strings.Join(nodes, "\n")+"\n"), 0o644)
+}
+
+// tenantNames are a run's tenants: the default ("") and n-1 others, the
+// i-th of them in group i mod groups (cluster.GroupOf), so that with two
+// tenants on two groups each group holds one.
+func tenantNames(n, groups int) []string {
+	names := []string{""}
+	for i := 1; i < n; i++ {
+		for k := 0; ; k++ {
+			if name := fmt.Sprintf("jepsen-%d", k); cluster.GroupOf(name, max(groups, 1)) == i%max(groups, 1) && !slices.Contains(names, name) {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	return names
+}
+
+func tenantSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return "[" + name + "]"
 }

@@ -26,13 +26,19 @@ type Env struct {
 	// Retention > 0: the queue workload's queue removes what every group
 	// consumed after this long (completedRetentionSeconds).
 	Retention time.Duration
-	next      int
+	// Tenant is the tenant every client of this Env names ("" = the
+	// default tenant): a run with several tenants gives each its own Env,
+	// workloads and checkers, over the same queue and key names.
+	Tenant string
+	next   int
 }
 
 // Client makes a recording client over the current nodes.
 func (e *Env) Client() *client.Client {
 	e.next++
-	return client.New(e.next, e.Cluster.URLs(), e.Rec)
+	c := client.New(e.next, e.Cluster.URLs(), e.Rec)
+	c.Tenant = e.Tenant
+	return c
 }
 
 // Rand is a seeded source for one goroutine.
