@@ -110,8 +110,10 @@ func (gs *Groups) bootstrapOthers(servers []raft.Server) {
 	gs.bootMu.Lock()
 	defer gs.bootMu.Unlock()
 	gs.bootWith = servers
-	for _, n := range gs.nodes[1:] {
-		gs.bootstrapOne(n)
+	for _, n := range gs.nodes { // group 0 may be bootstrapping inside its Start, before it is listed
+		if n.cfg.Group > 0 {
+			gs.bootstrapOne(n)
+		}
 	}
 }
 

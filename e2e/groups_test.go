@@ -265,3 +265,58 @@ func checkPins(t *testing.T, c *testCluster, groups int) {
 		t.Fatalf("/health of the pinned tenant: %s", r)
 	}
 }
+
+// One node started alone with --raft-groups (the README's one command plus
+// the flag): every group bootstraps, a tenant of each group writes and
+// reads its own, and a restart finds them all.
+func TestRaftGroupsOnOneNode(t *testing.T) {
+	const groups = 3
+	n := startNode(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header", "--default-subscription-mode", "all"}})
+	push := func(name string) {
+		t.Helper()
+		r, err := n.send(10*time.Second, http.MethodPost, "/api/v1/push",
+			map[string]any{"items": []any{map[string]any{"queue": "q", "payload": map[string]any{"t": name}}}}, map[string]string{tenant.Header: name})
+		must(t, err)
+		if r.Status >= 300 {
+			t.Fatalf("%s: push: %s", name, r)
+		}
+	}
+	count := func(name string) int {
+		t.Helper()
+		r, err := n.send(10*time.Second, http.MethodGet, "/api/v1/resources/queues/q", nil, map[string]string{tenant.Header: name})
+		must(t, err)
+		var q struct {
+			Totals struct {
+				Total int `json:"total"`
+			} `json:"totals"`
+		}
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %s", name, r)
+		}
+		r.decode(t, &q)
+		return q.Totals.Total
+	}
+	names := tenantsInGroups(groups)
+	for i, name := range names {
+		for range i + 1 {
+			push(name)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for i, name := range names {
+			if got := count(name); got != i+1 {
+				t.Errorf("%s: tenant %s holds %d messages in q, want %d", when, name, got, i+1)
+			}
+		}
+	}
+	check("after the pushes")
+	if code, _ := n.sigterm(15 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+	n.restart()
+	check("after a restart")
+	if ls := groupLeaders(t, n); len(ls) != groups || ls[0] != n.ID() || ls[1] != n.ID() || ls[2] != n.ID() {
+		t.Fatalf("the node leads %v", ls)
+	}
+}
