@@ -28,11 +28,37 @@ func (gs *Groups) Apply(ctx context.Context, cmd *command.Command) (proto.Messag
 		}
 		return gs.nodes[0].Apply(tenant.With(ctx, tenant.Default), cmd)
 	}
+	if cmd.GetSetSwitches() != nil && len(gs.nodes) > 1 {
+		return gs.everyGroup(ctx, cmd)
+	}
 	n, err := gs.writeTo(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return n.Apply(ctx, cmd)
+}
+
+// everyGroup applies an operator's switch (maintenance, KV, timers) in
+// every group, each its own entry: the switches are the node's, whatever
+// group a tenant is in. It answers group 0's result; an error of any
+// group is the answer (the operator's retry sets the same switch again).
+func (gs *Groups) everyGroup(ctx context.Context, cmd *command.Command) (proto.Message, error) {
+	var first proto.Message
+	var errs []error
+	for g, n := range gs.nodes {
+		res, err := n.Apply(WithGroup(ctx, g), proto.Clone(cmd).(*command.Command))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("group %d: %w", g, err))
+			continue
+		}
+		if g == 0 {
+			first = res
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return first, nil
 }
 
 func (gs *Groups) Pop(ctx context.Context, in *command.Pop, wait time.Duration) (*command.PopResult, error) {

@@ -316,6 +316,27 @@ func TestRaftGroupsOnOneNode(t *testing.T) {
 	}
 	n.restart()
 	check("after a restart")
+	// Push maintenance is the node's: a tenant of another group is held too,
+	// and appended when it ends.
+	maintenance := func(on bool) {
+		t.Helper()
+		r, err := n.send(10*time.Second, http.MethodPost, "/api/v1/system/maintenance", map[string]any{"enabled": on}, nil)
+		must(t, err)
+		if r.Status != http.StatusOK {
+			t.Fatalf("maintenance %v: %s", on, r)
+		}
+	}
+	maintenance(true)
+	r, err := n.send(10*time.Second, http.MethodPost, "/api/v1/push",
+		map[string]any{"items": []any{map[string]any{"queue": "q", "payload": map[string]any{}}}}, map[string]string{tenant.Header: names[2]})
+	must(t, err)
+	if !strings.Contains(string(r.Body), "buffered") {
+		t.Fatalf("a push of group 2's tenant during push maintenance: %s", r)
+	}
+	maintenance(false)
+	if got := count(names[2]); got != 4 {
+		t.Fatalf("after maintenance: %d messages, want 4", got)
+	}
 	if ls := groupLeaders(t, n); len(ls) != groups || ls[0] != n.ID() || ls[1] != n.ID() || ls[2] != n.ID() {
 		t.Fatalf("the node leads %v", ls)
 	}
