@@ -142,8 +142,16 @@ func (gs *Groups) Restore(ctx context.Context, r io.Reader) (backup.Header, uint
 	return gs.named(ctx).Restore(ctx, r)
 }
 
-// StateHash is the hash of the group ctx names, or of group 0.
+// StateHash is group 0's state hash; StateHashIn the one of the group ctx
+// names (WithGroup), or of group 0.
 func (gs *Groups) StateHash() (uint64, string, error) { return gs.nodes[0].StateHash() }
+
+func (gs *Groups) StateHashIn(ctx context.Context) (uint64, string, error) {
+	return gs.named(ctx).StateHash()
+}
+
+// StateHashIn of a Node is its StateHash.
+func (n *Node) StateHashIn(context.Context) (uint64, string, error) { return n.StateHash() }
 
 func (gs *Groups) named(ctx context.Context) *Node {
 	if g, ok := groupFrom(ctx); ok && g < len(gs.nodes) {

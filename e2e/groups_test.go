@@ -337,6 +337,29 @@ func TestRaftGroupsOnOneNode(t *testing.T) {
 	if got := count(names[2]); got != 4 {
 		t.Fatalf("after maintenance: %d messages, want 4", got)
 	}
+	// the state hash and a backup are one group's (?group=N)
+	hashes := map[string]bool{}
+	for g := range groups {
+		r, err := n.send(10*time.Second, http.MethodGet, fmt.Sprintf("/api/v1/system/state-hash?group=%d", g), nil, nil)
+		must(t, err)
+		var h struct{ Hash string }
+		r.decode(t, &h)
+		if r.Status != http.StatusOK || h.Hash == "" {
+			t.Fatalf("state hash of group %d: %s", g, r)
+		}
+		hashes[h.Hash] = true
+	}
+	if len(hashes) != groups {
+		t.Fatalf("the groups' state hashes are not three: %v", hashes)
+	}
+	for _, path := range []string{"/api/v1/system/state-hash?group=3", "/api/v1/system/backup?group=x"} {
+		if r, err := n.send(10*time.Second, http.MethodGet, path, nil, nil); err != nil || r.Status != http.StatusBadRequest {
+			t.Fatalf("%s: %v %v", path, r, err)
+		}
+	}
+	if r, err := n.send(30*time.Second, http.MethodGet, "/api/v1/system/backup?group=2", nil, nil); err != nil || r.Status != http.StatusOK || len(r.Body) < 1024 {
+		t.Fatalf("a backup of group 2: %v %v", r, err)
+	}
 	if ls := groupLeaders(t, n); len(ls) != groups || ls[0] != n.ID() || ls[1] != n.ID() || ls[2] != n.ID() {
 		t.Fatalf("the node leads %v", ls)
 	}

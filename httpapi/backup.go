@@ -28,6 +28,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 func (a *API) backup(w http.ResponseWriter, r *http.Request) {
+	r, ok := a.groupParam(w, r)
+	if !ok {
+		return
+	}
 	cw := &countingWriter{w: w}
 	h, err := a.b.Backup(r.Context(), cw, a.cfg.Version)
 	if err != nil {
@@ -43,6 +47,10 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) restore(w http.ResponseWriter, r *http.Request) {
+	r, ok := a.groupParam(w, r)
+	if !ok {
+		return
+	}
 	h, index, err := a.b.Restore(r.Context(), r.Body)
 	if errors.Is(err, cluster.ErrNotLeader) {
 		leader := a.b.Cluster().Leader.HTTPAddr

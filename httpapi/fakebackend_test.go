@@ -173,11 +173,12 @@ func (f *fakeBackend) Cluster() cluster.ClusterView { return cluster.ClusterView
 func (f *fakeBackend) RemoveServer(ctx context.Context, id, actor string) error {
 	return cluster.ErrUnknownServer
 }
-func (f *fakeBackend) Ready() bool                                 { return true }
-func (f *fakeBackend) Tenants() []string                           { return []string{"default"} }
-func (f *fakeBackend) StatusOf(context.Context) cluster.RaftStatus { return f.Status() }
-func (f *fakeBackend) GroupFor(context.Context) int                { return 0 }
-func (f *fakeBackend) Placements() []cluster.Placement             { return nil }
+func (f *fakeBackend) Ready() bool                                         { return true }
+func (f *fakeBackend) Tenants() []string                                   { return []string{"default"} }
+func (f *fakeBackend) StatusOf(context.Context) cluster.RaftStatus         { return f.Status() }
+func (f *fakeBackend) GroupFor(context.Context) int                        { return 0 }
+func (f *fakeBackend) Placements() []cluster.Placement                     { return nil }
+func (f *fakeBackend) StateHashIn(context.Context) (uint64, string, error) { return f.StateHash() }
 func (f *fakeBackend) GroupsStatus() []cluster.GroupStatus {
 	return []cluster.GroupStatus{{Role: "leader", Leader: "fake"}}
 }

@@ -120,7 +120,11 @@ func loadOut(l cluster.LoadStatus) map[string]any {
 // stateHash is GET /api/v1/system/state-hash: this node's digest of the
 // replicated state at the entry it applied last, to compare replicas.
 func (a *API) stateHash(w http.ResponseWriter, r *http.Request) {
-	applied, hash, err := a.b.StateHash()
+	r, ok := a.groupParam(w, r)
+	if !ok {
+		return
+	}
+	applied, hash, err := a.b.StateHashIn(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return

@@ -55,6 +55,9 @@ type Backend interface {
 	// Placements is the placement table of tenants on groups (none with
 	// one group).
 	Placements() []cluster.Placement
+	// StateHashIn is the state hash of the group ctx names
+	// (cluster.WithGroup; group 0 without one).
+	StateHashIn(ctx context.Context) (uint64, string, error)
 }
 
 // Config configures the API.

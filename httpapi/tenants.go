@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/request"
 	"github.com/queen-node/queen-node/tenant"
@@ -54,4 +55,20 @@ func (a *API) pinTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tenant": name, "group": p.Group, "pinned": true, "written": p.Written})
+}
+
+// groupParam reads ?group=N (--raft-groups: the state hash, backup and
+// restore are one group's; group 0 without it) into the request's context.
+func (a *API) groupParam(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	v := r.URL.Query().Get("group")
+	if v == "" {
+		return r, true
+	}
+	groups := len(a.b.GroupsStatus())
+	g, err := strconv.Atoi(v)
+	if err != nil || g < 0 || g >= groups {
+		writeError(w, request.Bad("group must be an integer from 0 to "+strconv.Itoa(groups-1)+", not "+strconv.Quote(v)))
+		return r, false
+	}
+	return r.WithContext(cluster.WithGroup(r.Context(), g)), true
 }

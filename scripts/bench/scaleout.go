@@ -103,8 +103,8 @@ func scaleTenants() []string {
 
 func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int, stderr io.Writer) (*scaleRun, error) {
 	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/g%d", work, groups), Nodes: 3,
-		Flags: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header", "--kv-read-rate", "0",
-			"--default-subscription-mode", "all"},
+		Flags: append([]string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header", "--kv-read-rate", "0",
+			"--default-subscription-mode", "all"}, strings.Fields(o.nodeArgs)...),
 		Logf: func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
 	if err != nil {
 		return nil, err
