@@ -382,6 +382,11 @@ var shapes = map[string]func(g *gen) base{
 		return base{body: o("enabled", g.r.IntN(3) == 0)}
 	},
 	"GET /api/v1/system/state-hash": func(g *gen) base { return base{} },
+	"GET /api/v1/system/tenants":    func(g *gen) base { return base{} },
+	"POST /api/v1/system/tenants/{tenant}/pin": func(g *gen) base {
+		return base{params: [][2]string{{"tenant", pick(g.r, []string{"acme", "team-7", "Bad Name", "default"})}},
+			body: o("group", pick(g.r, []any{0, 1, -1, "x"}))}
+	},
 	"GET /api/v1/system/audit": func(g *gen) base {
 		return base{query: [][2]string{{"limit", strconv.Itoa(1 + g.r.IntN(50))}}}
 	},
