@@ -21,9 +21,9 @@ import (
 type Flows struct {
 	mu      sync.Mutex
 	by      map[flowKey]map[int64]*FlowCounts // (tenant, queue) → minute (µs) → counts
-	entries int                              // queue-minutes held
-	newest  int64                            // the newest minute counted
-	since   int64                            // counts cover entries after this time (µs); 0 = every entry
+	entries int                               // queue-minutes held
+	newest  int64                             // the newest minute counted
+	since   int64                             // counts cover entries after this time (µs); 0 = every entry
 	// staged: the apply goroutine's counts of the batch under way,
 	// published once it is committed.
 	staged []stagedFlow
