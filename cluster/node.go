@@ -554,12 +554,29 @@ func (n *Node) transferLeadership(why string) {
 		return
 	}
 	start := time.Now()
-	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		n.log.Warn("leadership transfer "+why+" failed", "err", err)
-		return
+	for attempt := 1; ; attempt++ {
+		err := n.raft.LeadershipTransfer().Error()
+		if err == nil {
+			n.log.Info("transferred leadership "+why, "took", time.Since(start), "attempts", attempt)
+			return
+		}
+		// A loaded machine can miss one transfer's election timeout, or
+		// find the chosen voter a moment behind; a stop is worth a few
+		// more tries, since without one the cluster waits out an election.
+		if attempt == transferAttempts || n.raft.State() != raft.Leader {
+			n.log.Warn("leadership transfer "+why+" failed", "err", err, "attempts", attempt)
+			return
+		}
+		time.Sleep(transferRetryPause)
 	}
-	n.log.Info("transferred leadership "+why, "took", time.Since(start))
 }
+
+// transferAttempts bounds the handovers a stopping leader tries, each
+// waiting at most an election timeout, transferRetryPause apart.
+const (
+	transferAttempts   = 3
+	transferRetryPause = 50 * time.Millisecond
+)
 
 // SetClockSkew shifts the wall clock this node's stamp clock reads (when it
 // anchors, and as the target it slews towards). Fault tests use it to
