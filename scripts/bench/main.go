@@ -133,6 +133,7 @@ type options struct {
 	scaleCap    float64 // scaleout: each node's CPU cap, in cores
 	scaleRouted bool    // scaleout: clients route to their tenant's group leader
 	secure      bool    // with -start: TLS on every link and JWT on (secure.go)
+	profileDir  string  // scaleout: CPU profiles of every node per phase (profile.go)
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 	// faulty: the nodes were started by jepsen's harness (lossyfs disks,
@@ -282,6 +283,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
 	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.45, "scaleout: each node's CPU cap in cores (its own cgroup)")
 	fs.BoolVar(&o.scaleRouted, "scaleout-routed", true, "scaleout: each client sends to its tenant's group leader (false: workers spread over the nodes, followers forward)")
+	fs.StringVar(&o.profileDir, "profile", "", "scaleout: write every node's CPU profile of each phase to this directory (turns on the nodes' --pprof)")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")
 	fs.IntVar(&o.batch, "batch", 100, "items per request in push-batch")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")

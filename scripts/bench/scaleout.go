@@ -102,9 +102,13 @@ func scaleTenants() []string {
 }
 
 func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int, stderr io.Writer) (*scaleRun, error) {
+	flags := []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header", "--kv-read-rate", "0",
+		"--default-subscription-mode", "all"}
+	if o.profileDir != "" {
+		flags = append(flags, "--pprof")
+	}
 	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/g%d", work, groups), Nodes: 3,
-		Flags: append([]string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header", "--kv-read-rate", "0",
-			"--default-subscription-mode", "all"}, strings.Fields(o.nodeArgs)...),
+		Flags: append(flags, strings.Fields(o.nodeArgs)...),
 		Logf: func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
 	if err != nil {
 		return nil, err
@@ -171,7 +175,13 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int,
 		}
 	}()
 	pool := newPayloadPool(o.payload)
-	measure := func(p *scalePhase, workers int, step func(w int) (int64, error)) {
+	measure := func(phase string, p *scalePhase, workers int, step func(w int) (int64, error)) {
+		profiled := profileNodes(ctx, o.profileDir, fmt.Sprintf("g%d-%s", groups, phase), r.nodes, urls, o.duration)
+		defer func() {
+			if err := profiled(); err != nil {
+				fmt.Fprintln(stderr, "bench:", err)
+			}
+		}()
 		cpu := make([]*cpuMeter, len(pids))
 		thr := make([]int64, len(cgs))
 		for i := range pids {
@@ -195,7 +205,7 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int,
 		}
 	}
 	perTenant := max(o.conns/len(tenants), 1)
-	measure(&r.push, perTenant*len(tenants), func(w int) (int64, error) {
+	measure("push", &r.push, perTenant*len(tenants), func(w int) (int64, error) {
 		t := tenants[w%len(tenants)]
 		msgs := make([]queen.Msg, o.batch)
 		for i := range msgs {
@@ -212,7 +222,7 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int,
 		}
 	}
 	eoPerTenant := max(8, perTenant)
-	measure(&r.eo, eoPerTenant*len(tenants), func(w int) (int64, error) {
+	measure("eo", &r.eo, eoPerTenant*len(tenants), func(w int) (int64, error) {
 		t := tenants[w%len(tenants)]
 		cl := client(t, (w/len(tenants))%len(urls))
 		ms, err := cl.Queue("scale-orders").Pop(ctx, queen.PopOptions{Batch: 1, Wait: time.Second})

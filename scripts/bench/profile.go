@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// -profile DIR: while a phase of scaleout runs, every node's CPU profile
+// (the node's --pprof, which -profile turns on) is taken over the phase and
+// written to DIR/<run>-<phase>-<node>.pprof, to read with go tool pprof.
+
+// profileNodes starts one CPU profile of secs seconds per node and returns
+// a wait that writes them; with no dir it does nothing.
+func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string, d time.Duration) (wait func() error) {
+	if dir == "" {
+		return func() error { return nil }
+	}
+	secs := max(int(d/time.Second)-1, 1)
+	var wg sync.WaitGroup
+	errs := make([]error, len(urls))
+	for i, u := range urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fetchProfile(ctx, u, secs, filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", prefix, nodes[i])))
+		}()
+	}
+	return func() error {
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func fetchProfile(ctx context.Context, url string, secs int, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s (was the node started with --pprof?)", url, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
