@@ -109,7 +109,7 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int,
 	}
 	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/g%d", work, groups), Nodes: 3,
 		Flags: append(flags, strings.Fields(o.nodeArgs)...),
-		Logf: func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
+		Logf:  func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
 	if err != nil {
 		return nil, err
 	}
