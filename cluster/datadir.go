@@ -80,20 +80,15 @@ func writeFormat(path string) error {
 // store the Raft log is in now (raftlog.Open moved it there if it was in
 // the other).
 func recordFormats(dir, kind string) error {
-	path := filepath.Join(dir, formatFile)
-	b, err := os.ReadFile(path)
+	f, err := readFormatRecord(dir)
 	if err != nil {
-		return fmt.Errorf("cluster: data dir: %w", err)
-	}
-	var f dataFormat
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("cluster: %s does not parse: %w", path, err)
+		return err
 	}
 	now := dataFormat{State: command.StateFormat, Log: command.LogFormat, RaftLog: kind, RaftGroups: f.RaftGroups}
 	if f == now {
 		return nil
 	}
-	return writeFormatAs(path, now)
+	return writeFormatAs(filepath.Join(dir, formatFile), now)
 }
 
 func writeFormatAs(path string, format dataFormat) error {
@@ -150,16 +145,9 @@ func checkRaftGroups(dir string, n int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cluster: data dir: %w", err)
 	}
-	path := filepath.Join(dir, formatFile)
-	f := dataFormat{State: command.StateFormat, Log: command.LogFormat}
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if err := json.Unmarshal(b, &f); err != nil {
-			return fmt.Errorf("cluster: %s does not parse: %w", path, err)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("cluster: data dir: %w", err)
+	f, err := readFormatRecord(dir)
+	if err != nil {
+		return err
 	}
 	held := max(f.RaftGroups, 1)
 	if held == n {
@@ -173,5 +161,29 @@ func checkRaftGroups(dir string, n int) error {
 	if n > 1 {
 		f.RaftGroups = n
 	}
-	return writeFormatAs(path, f)
+	return writeFormatAs(filepath.Join(dir, formatFile), f)
+}
+
+// heldRaftGroups is the number of Raft groups a data dir holds (1 without
+// a record).
+func heldRaftGroups(dir string) (int, error) {
+	f, err := readFormatRecord(dir)
+	return max(f.RaftGroups, 1), err
+}
+
+// readFormatRecord reads the data dir's FORMAT, or today's formats when
+// there is none.
+func readFormatRecord(dir string) (dataFormat, error) {
+	path := filepath.Join(dir, formatFile)
+	f := dataFormat{State: command.StateFormat, Log: command.LogFormat}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &f); err != nil {
+			return f, fmt.Errorf("cluster: %s does not parse: %w", path, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return f, fmt.Errorf("cluster: data dir: %w", err)
+	}
+	return f, nil
 }

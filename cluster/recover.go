@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 
 	"github.com/hashicorp/raft"
 
@@ -19,7 +20,9 @@ import (
 // state. Started again, the node is a one-voter cluster that has everything
 // it had applied (and whatever else its log held); new nodes then join it
 // as usual. Run it only when the other voters will never come back: two
-// recovered nodes of one cluster would each accept writes.
+// recovered nodes of one cluster would each accept writes. A data dir of
+// several Raft groups (--raft-groups) is recovered group by group, every
+// group it holds; lastIndex is group 0's.
 func Recover(cfg Config) (lastIndex uint64, err error) {
 	if cfg.NodeID == "" {
 		return 0, errors.New("cluster: recover: node id is required")
@@ -27,23 +30,58 @@ func Recover(cfg Config) (lastIndex uint64, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	log := cfg.Logger.With("component", "recover", "node", cfg.NodeID)
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return 0, err
 	}
+	groups, err := heldRaftGroups(cfg.DataDir)
+	if err != nil {
+		return 0, err
+	}
+	if groups == 1 {
+		return recoverGroup(cfg, nil)
+	}
+	mux, err := raftlog.NewMux(cfg.RaftAddr, cfg.RaftAdvertise, groups, nil, nil, newHCLogger(cfg.Logger, "raft"))
+	if err != nil {
+		return 0, err
+	}
+	defer mux.Close()
+	for g := groups - 1; g >= 0; g-- {
+		gc := cfg
+		gc.Group, gc.Groups, gc.Layer = g, groups, mux.Layer(g)
+		gc.Logger = cfg.Logger.With("group", g)
+		if g > 0 {
+			gc.DataDir = filepath.Join(cfg.DataDir, "groups", strconv.Itoa(g))
+		}
+		last, err := recoverGroup(gc, mux)
+		if err != nil {
+			return 0, fmt.Errorf("raft group %d: %w", g, err)
+		}
+		lastIndex = last
+	}
+	return lastIndex, nil
+}
+
+// recoverGroup recovers one group's data dir (cfg.DataDir) over
+// cfg.Layer when a mux carries the groups, else over its own listener.
+func recoverGroup(cfg Config, mux *raftlog.Mux) (uint64, error) {
+	log := cfg.Logger.With("component", "recover", "node", cfg.NodeID)
 	db, msgs, err := openState(cfg.DataDir, false, cfg.BootID, log)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
 	defer msgs.Close()
-	f, err := fsm.New(db, msgs, fsm.Options{Logger: cfg.Logger})
+	f, err := fsm.New(db, msgs, fsm.Options{Logger: cfg.Logger, LogID: fsm.GroupLogID(cfg.Group)})
 	if err != nil {
 		return 0, err
 	}
 	hlog := newHCLogger(cfg.Logger, "raft")
-	stores, err := raftlog.Open(raftlog.Config{Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
-		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, Log: cfg.RaftLog})
+	rcfg := raftlog.Config{Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
+		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, Log: cfg.RaftLog}
+	if mux != nil {
+		rcfg.Layer = cfg.Layer
+	}
+	stores, err := raftlog.Open(rcfg)
 	if err != nil {
 		return 0, err
 	}
@@ -62,10 +100,9 @@ func Recover(cfg Config) (lastIndex uint64, err error) {
 		return 0, fmt.Errorf("cluster: recover: no snapshot after recovery: %v", err)
 	}
 	snap.Close()
-	last := meta.Index
-	log.Warn("recovered: this node is now the only voter of its cluster", "raft_addr", self.Address, "last_index", last,
+	log.Warn("recovered: this node is now the only voter of its cluster", "raft_addr", self.Address, "last_index", meta.Index,
 		"applied", f.AppliedIndex())
-	return last, nil
+	return meta.Index, nil
 }
 
 // releasingFSM releases the snapshots RecoverCluster takes and persists

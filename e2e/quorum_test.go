@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/queen-node/queen-node/cluster"
 )
 
 // Losing quorum for good (README, "Operations"): two of three nodes and
@@ -116,4 +119,92 @@ func TestRecoverFromLosingTwoOfThreeNodes(t *testing.T) {
 	}
 	check(c.nodes[3], "a new node")
 	t.Logf("recovered from losing 2 of 3; regrown to %d voters; %d messages and 20 markers kept", 3, len(delivered))
+}
+
+// Losing quorum for good with --raft-groups 3: `queen-node recover` on the
+// survivor recovers every group its data dir holds (each has its own log
+// and configuration), so that, started again alone, it leads all three
+// and every tenant keeps what it had and takes writes again.
+func TestRecoverEveryRaftGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster fault test; skipped with -short")
+	}
+	const groups = 3
+	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header"}})
+	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
+		t.Fatalf("the leaders did not spread: %s", why)
+	}
+	tenants := tenantsInGroups(groups)
+	survivor := c.nodes[0]
+	mark := func(name, key string) int {
+		r, err := survivor.send(20*time.Second, "PUT", "/api/v1/kv/charges/"+key, map[string]any{"value": name, "forever": true},
+			map[string]string{"x-queen-tenant": name})
+		if err != nil {
+			return 0
+		}
+		return r.Status
+	}
+	for _, name := range tenants {
+		for i := range 10 {
+			if st := mark(name, fmt.Sprint("charge:", i)); st != http.StatusOK {
+				t.Fatalf("%s: kv put: %d", name, st)
+			}
+		}
+	}
+	// every group's entries are applied on the survivor
+	health := func(n *node) []cluster.GroupStatus {
+		var h groupsHealth
+		r, err := n.send(5*time.Second, "GET", "/health", nil, nil)
+		if err != nil || json.Unmarshal(r.Body, &h) != nil {
+			return nil
+		}
+		return h.Groups
+	}
+	ok, detail := pollUntil(15*time.Second, 100*time.Millisecond, func() (bool, string) {
+		mine := health(survivor)
+		for _, n := range c.nodes {
+			for g, st := range health(n) {
+				if st.Role == "leader" && (len(mine) != groups || mine[g].Applied < st.CommitIndex) {
+					return false, fmt.Sprintf("group %d: leader %s at %d, survivor %+v", g, n.ID(), st.CommitIndex, mine)
+				}
+			}
+		}
+		return true, ""
+	})
+	if !ok {
+		t.Fatalf("the survivor is behind: %s", detail)
+	}
+	for _, n := range c.nodes[1:] {
+		n.kill9()
+		if err := os.RemoveAll(n.DataDir()); err != nil {
+			t.Fatal(err)
+		}
+		c.Forget(n.Node)
+	}
+	survivor.kill9()
+	out, err := queenNode(append([]string{"recover"}, survivor.Args()...)...)
+	if err != nil || !strings.Contains(out, `"recovered": true`) {
+		t.Fatalf("queen-node recover: %v\n%s", err, out)
+	}
+	survivor.restart()
+	ok, detail = pollUntil(30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		ls := groupLeaders(t, survivor)
+		return strings.Join(ls, ",") == strings.Repeat(survivor.ID()+",", groups-1)+survivor.ID(), fmt.Sprint(ls)
+	})
+	if !ok {
+		t.Fatalf("the recovered node does not lead every group: %s", detail)
+	}
+	for _, name := range tenants {
+		for i := range 10 {
+			r, err := survivor.send(10*time.Second, "GET", fmt.Sprint("/api/v1/kv/charges/charge:", i), nil,
+				map[string]string{"x-queen-tenant": name})
+			if err != nil || r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"`+name+`"`) {
+				t.Fatalf("%s: marker %d after the recovery: %v %s", name, i, err, r)
+			}
+		}
+		if st := mark(name, "after"); st != http.StatusOK {
+			t.Fatalf("%s: a write after the recovery: %d", name, st)
+		}
+	}
+	t.Logf("recovered %d groups; %d tenants kept their markers and write again", groups, len(tenants))
 }
