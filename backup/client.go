@@ -11,10 +11,11 @@ import (
 )
 
 // Download saves a backup of the cluster that baseURL (a node's HTTP
-// address) belongs to at path: streamed to path + ".part", verified whole,
-// then renamed. A file that does not verify is removed.
-func Download(ctx context.Context, c *http.Client, baseURL, path string) (Header, error) {
-	var h Header
+// address) belongs to at path (of every Raft group it has): streamed to
+// path + ".part", verified whole, then renamed; it returns each record's
+// header. A file that does not verify is removed.
+func Download(ctx context.Context, c *http.Client, baseURL, path string) ([]Header, error) {
+	var h []Header
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/api/v1/system/backup", nil)
 	if err != nil {
 		return h, err
@@ -48,33 +49,51 @@ func Download(ctx context.Context, c *http.Client, baseURL, path string) (Header
 		os.Remove(part)
 		return h, err
 	}
-	h = b.Header
+	h = b.Headers()
 	b.Close()
 	return h, os.Rename(part, path)
 }
 
 // Upload verifies the backup at path and restores it into the cluster that
-// baseURL belongs to, following a follower's answer to the leader.
+// baseURL belongs to, following a follower's answer to the leader. A
+// backup of every group of a cluster with --raft-groups is sent record by
+// record, each to its group's leader (?group=N); the answer then lists
+// each group's.
 func Upload(ctx context.Context, c *http.Client, baseURL, path string) (map[string]any, error) {
 	b, err := Open(path)
 	if err != nil {
 		return nil, err
 	}
-	b.Close()
-	url := strings.TrimRight(baseURL, "/")
-	for hop := 0; hop < 3; hop++ {
-		f, err := os.Open(path)
+	defer b.Close()
+	base := strings.TrimRight(baseURL, "/")
+	if len(b.Records) == 1 && b.Header.GroupCount() == 1 {
+		return uploadRecord(ctx, c, base, "", b, 0)
+	}
+	var groups []map[string]any
+	for i, r := range b.Records {
+		out, err := uploadRecord(ctx, c, base, fmt.Sprintf("?group=%d", r.Header.Group), b, i)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("raft group %d (%d of %d restored before it): %w", r.Header.Group, i, len(b.Records), err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/system/restore", f)
+		out["group"] = r.Header.Group
+		groups = append(groups, out)
+	}
+	if len(groups) == 1 {
+		return groups[0], nil
+	}
+	return map[string]any{"restored": true, "groups": groups}, nil
+}
+
+// uploadRecord sends record i of b to url's restore (query: ?group=N or
+// ""), following a not_leader answer to the group's leader.
+func uploadRecord(ctx context.Context, c *http.Client, url, query string, b *File, i int) (map[string]any, error) {
+	for hop := 0; hop < 3; hop++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/api/v1/system/restore"+query, b.RecordBytes(i))
 		if err != nil {
-			f.Close()
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/octet-stream")
 		resp, err := c.Do(req)
-		f.Close()
 		if err != nil {
 			return nil, err
 		}

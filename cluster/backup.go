@@ -38,6 +38,9 @@ func (n *Node) Backup(ctx context.Context, w io.Writer, version string) (backup.
 	defer rc.Close()
 	h = backup.Header{LogFormat: command.LogFormat, StateFormat: command.StateFormat, Index: meta.Index,
 		Term: meta.Term, Size: meta.Size, CreatedAt: time.Now().UTC(), NodeID: n.cfg.NodeID, Version: version}
+	if n.cfg.Groups > 1 {
+		h.Group, h.Groups = n.cfg.Group, n.cfg.Groups
+	}
 	n.log.Info("writing a backup", "index", meta.Index, "bytes", meta.Size)
 	return h, backup.Write(w, h, rc)
 }
@@ -88,6 +91,9 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup.Header, uint64,
 	}
 	defer b.Close()
 	h = b.Header
+	if err := n.installs(b); err != nil {
+		return h, 0, fmt.Errorf("%w: %v", ErrBadBackup, err)
+	}
 	if !command.ReadsStateFormat(h.StateFormat) {
 		return h, 0, fmt.Errorf("%w: state format %d; this node installs format %d", ErrBadBackup, h.StateFormat, command.StateFormat)
 	}
@@ -110,4 +116,21 @@ func (n *Node) Restore(ctx context.Context, r io.Reader) (backup.Header, uint64,
 	}
 	n.log.Warn("restored a backup", "backup_index", h.Index, "log_index", n.raft.LastIndex())
 	return h, n.raft.LastIndex(), nil
+}
+
+// installs refuses a backup of another group than this one, or of a
+// cluster of another number of groups: a group's state holds only its
+// tenants, so it must land in the group it was taken of. A whole-cluster
+// backup of several groups is sent record by record, each to its group's
+// leader (`queen-node restore` does).
+func (n *Node) installs(b *backup.File) error {
+	if len(b.Records) > 1 {
+		return fmt.Errorf("the backup holds %d raft groups: restore it with queen-node restore, which sends each group to its leader, "+
+			"or send one group's backup with ?group=N", len(b.Records))
+	}
+	h, groups := b.Header, max(n.cfg.Groups, 1)
+	if h.GroupCount() != groups || h.Group != n.cfg.Group {
+		return fmt.Errorf("the backup is of raft group %d of %d; this is group %d of %d", h.Group, h.GroupCount(), n.cfg.Group, groups)
+	}
+	return nil
 }

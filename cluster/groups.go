@@ -180,7 +180,7 @@ func (gs *Groups) placement(name string) *command.PlacementRecord {
 // log and a tenant never holds data in two groups.
 func (gs *Groups) writeTo(ctx context.Context) (*Node, error) {
 	name := tenant.From(ctx)
-	if _, forwarded := groupFrom(ctx); forwarded || len(gs.nodes) == 1 || name == tenant.Default {
+	if _, forwarded := GroupFrom(ctx); forwarded || len(gs.nodes) == 1 || name == tenant.Default {
 		return gs.For(ctx), nil
 	}
 	if g, ok := gs.written.Load(name); ok {
@@ -220,7 +220,7 @@ func GroupOf(name string, n int) int {
 // For is the Node of the group of the tenant ctx carries, or, for a call
 // forwarded from another node, of the group it names (WithGroup).
 func (gs *Groups) For(ctx context.Context) *Node {
-	if g, ok := groupFrom(ctx); ok && g < len(gs.nodes) {
+	if g, ok := GroupFrom(ctx); ok && g < len(gs.nodes) {
 		return gs.nodes[g]
 	}
 	return gs.nodes[gs.GroupOf(tenant.From(ctx))]
@@ -257,7 +257,8 @@ func WithGroup(ctx context.Context, g int) context.Context {
 	return context.WithValue(ctx, groupKey{}, g)
 }
 
-func groupFrom(ctx context.Context) (int, bool) {
+// GroupFrom is the group WithGroup named, if any.
+func GroupFrom(ctx context.Context) (int, bool) {
 	g, ok := ctx.Value(groupKey{}).(int)
 	return g, ok
 }

@@ -132,11 +132,25 @@ func (gs *Groups) DrainPushBuffer(ctx context.Context, timeout time.Duration) ui
 	return left
 }
 
-// Backup and Restore are one group's: the one ctx names (WithGroup), or
-// group 0.
+// Backup writes the backup of the group ctx names (WithGroup), or of every
+// group, one record after the other (with one group, the one record it
+// always was); it returns the last record's header.
 func (gs *Groups) Backup(ctx context.Context, w io.Writer, version string) (backup.Header, error) {
-	return gs.named(ctx).Backup(ctx, w, version)
+	if _, ok := GroupFrom(ctx); ok {
+		return gs.named(ctx).Backup(ctx, w, version)
+	}
+	var h backup.Header
+	for g, n := range gs.nodes {
+		var err error
+		if h, err = n.Backup(ctx, w, version); err != nil {
+			return h, fmt.Errorf("raft group %d: %w", g, err)
+		}
+	}
+	return h, nil
 }
+
+// Restore installs a backup of one group into the group ctx names, or
+// group 0 (Node.installs refuses a backup of another group).
 
 func (gs *Groups) Restore(ctx context.Context, r io.Reader) (backup.Header, uint64, error) {
 	return gs.named(ctx).Restore(ctx, r)
@@ -154,7 +168,7 @@ func (gs *Groups) StateHashIn(ctx context.Context) (uint64, string, error) {
 func (n *Node) StateHashIn(context.Context) (uint64, string, error) { return n.StateHash() }
 
 func (gs *Groups) named(ctx context.Context) *Node {
-	if g, ok := groupFrom(ctx); ok && g < len(gs.nodes) {
+	if g, ok := GroupFrom(ctx); ok && g < len(gs.nodes) {
 		return gs.nodes[g]
 	}
 	return gs.nodes[0]

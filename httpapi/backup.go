@@ -9,8 +9,11 @@ import (
 
 // GET /api/v1/system/backup streams a consistent backup of the cluster
 // from this node (package backup has the format; `queen-node backup` saves
-// and verifies it). POST /api/v1/system/restore installs one on the
-// leader; elsewhere it answers 409 with the leader's HTTP address.
+// and verifies it): of every Raft group, one record each, or of the one
+// ?group=N names. POST /api/v1/system/restore installs a backup of one
+// group (?group=N, or group 0) on that group's leader; elsewhere it
+// answers 409 with the leader's HTTP address. `queen-node restore` sends a
+// whole-cluster backup record by record.
 
 // countingWriter notes whether the response has started.
 type countingWriter struct {
@@ -54,7 +57,10 @@ func (a *API) restore(w http.ResponseWriter, r *http.Request) {
 	h, index, err := a.b.Restore(r.Context(), r.Body)
 	if errors.Is(err, cluster.ErrNotLeader) {
 		leader := a.b.Cluster().Leader.HTTPAddr
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "a restore runs on the leader; send it to leaderHttp",
+		if _, named := cluster.GroupFrom(r.Context()); named {
+			leader = a.b.StatusOf(r.Context()).LeaderHTTP
+		}
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "a restore runs on the group's leader; send it to leaderHttp",
 			"code": "not_leader", "leaderHttp": leader})
 		return
 	}

@@ -56,11 +56,11 @@ func runBackup(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	h, err := backup.Download(ctx, http.DefaultClient, *addr, *out)
+	hs, err := backup.Download(ctx, http.DefaultClient, *addr, *out)
 	if err != nil {
 		return err
 	}
-	printJSON(stdout, map[string]any{"file": *out, "header": h})
+	printJSON(stdout, headersOut(map[string]any{"file": *out}, hs))
 	return nil
 }
 
@@ -92,7 +92,7 @@ func runVerifyBackup(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	printJSON(stdout, map[string]any{"file": args[0], "ok": true, "header": b.Header})
+	printJSON(stdout, headersOut(map[string]any{"file": args[0], "ok": true}, b.Headers()))
 	return nil
 }
 
@@ -115,4 +115,14 @@ func runRecover(args []string, stdout, stderr io.Writer) error {
 	printJSON(stdout, map[string]any{"recovered": true, "nodeId": cfg.NodeID, "raftAddr": adv.raft, "lastIndex": last,
 		"next": "start this node as before; then start new nodes that --join it"})
 	return nil
+}
+
+// headersOut adds a backup's header to out, or with several Raft groups
+// every record's as "groups".
+func headersOut(out map[string]any, hs []backup.Header) map[string]any {
+	out["header"] = hs[0]
+	if len(hs) > 1 {
+		out["groups"] = hs
+	}
+	return out
 }
