@@ -86,8 +86,7 @@ func StartGroups(cfg Config, n int) (*Groups, error) {
 		}
 		if g > 0 {
 			gc.DataDir = filepath.Join(cfg.DataDir, "groups", strconv.Itoa(g))
-			gc.members = gs.nodes[0].members
-			gc.OnResync = nil // a group's own rebuild restarts nothing: the process serves on
+			gc.members = gs.nodes[0].members // a rebuild of group g says so with its bit (meta.ResyncGroups)
 		} else {
 			gc.OnBootstrap = gs.bootstrapOthers
 		}

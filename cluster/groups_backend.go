@@ -219,6 +219,9 @@ type GroupStatus struct {
 	Applied     uint64 `json:"applied"`
 	CommitIndex uint64 `json:"commit"`
 	Leader      string `json:"leader"`
+	// Resync: this group's replica here is being rebuilt from the group's
+	// leader after it found its files damaged (resync.go); absent if not.
+	Resync *ResyncStatus `json:"resync,omitempty"`
 }
 
 // GroupsStatus is every group's.
@@ -226,7 +229,7 @@ func (gs *Groups) GroupsStatus() []GroupStatus {
 	out := make([]GroupStatus, len(gs.nodes))
 	for g, n := range gs.nodes {
 		st := n.Status()
-		out[g] = GroupStatus{Group: g, Role: st.Role, Term: st.Term, Applied: st.StateApplied, CommitIndex: st.CommitIndex, Leader: st.LeaderID}
+		out[g] = GroupStatus{Group: g, Role: st.Role, Term: st.Term, Applied: st.StateApplied, CommitIndex: st.CommitIndex, Leader: st.LeaderID, Resync: st.Resync}
 	}
 	return out
 }
@@ -234,7 +237,7 @@ func (gs *Groups) GroupsStatus() []GroupStatus {
 // GroupsStatus of a Node is its one group's.
 func (n *Node) GroupsStatus() []GroupStatus {
 	st := n.Status()
-	return []GroupStatus{{Group: n.cfg.Group, Role: st.Role, Term: st.Term, Applied: st.StateApplied, CommitIndex: st.CommitIndex, Leader: st.LeaderID}}
+	return []GroupStatus{{Group: n.cfg.Group, Role: st.Role, Term: st.Term, Applied: st.StateApplied, CommitIndex: st.CommitIndex, Leader: st.LeaderID, Resync: st.Resync}}
 }
 
 // StatusOf is the Raft state of the group of the tenant ctx carries (its

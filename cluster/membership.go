@@ -31,9 +31,17 @@ type meta struct {
 	// the first digits of its digest (statecheck.go).
 	Check     uint64 `json:"check,omitempty"`
 	CheckHash string `json:"checkHash,omitempty"`
+	// CheckedGroups: bit g is set once Raft group g > 0 here ran a state
+	// check since the node started (its digests are not compared over
+	// gossip, which has room for group 0's only; the check's record
+	// checksums find a flipped bit in any group).
+	CheckedGroups uint64 `json:"checkedGroups,omitempty"`
 	// Resync: this node found its files damaged and is being rebuilt from
 	// the leader; it must not be a voter until it has caught up (resync.go).
 	Resync bool `json:"resync,omitempty"`
+	// ResyncGroups: the same for Raft groups other than 0, one bit per
+	// group (bit g for group g; --raft-groups is at most 64).
+	ResyncGroups uint64 `json:"resyncGroups,omitempty"`
 	// Groups: how many Raft groups the node runs (--raft-groups); 0 = 1.
 	// Nodes that run another number cannot share groups (their Raft ports
 	// speak another wire), so reconcile never adds one.
@@ -167,11 +175,53 @@ func (m *members) setCheck(index uint64, digest string) {
 	_ = m.ml.UpdateNode(time.Second)
 }
 
-// setResync publishes whether this node is resyncing.
-func (m *members) setResync(on bool) {
+// checkedIn reports whether the node's group g ran a state check since it
+// started.
+func (m meta) checkedIn(g int) bool {
+	if g == 0 {
+		return m.Check != 0
+	}
+	return m.CheckedGroups&(1<<uint(g)) != 0
+}
+
+// setChecked publishes that group g > 0 ran a state check.
+func (m *members) setChecked(g int) {
 	m.mu.Lock()
-	changed := m.self.Resync != on
-	m.self.Resync = on
+	changed := !m.self.checkedIn(g)
+	m.self.CheckedGroups |= 1 << uint(g)
+	m.mu.Unlock()
+	if changed {
+		_ = m.ml.UpdateNode(time.Second)
+	}
+}
+
+// resyncIn reports whether the node says its Raft group g is being
+// rebuilt from the group's leader.
+func (m meta) resyncIn(g int) bool {
+	if g == 0 {
+		return m.Resync
+	}
+	return m.ResyncGroups&(1<<uint(g)) != 0
+}
+
+// withResync is m saying whether group g is being rebuilt.
+func (m meta) withResync(g int, on bool) meta {
+	switch {
+	case g == 0:
+		m.Resync = on
+	case on:
+		m.ResyncGroups |= 1 << uint(g)
+	default:
+		m.ResyncGroups &^= 1 << uint(g)
+	}
+	return m
+}
+
+// setResync publishes whether this node's group g is resyncing.
+func (m *members) setResync(g int, on bool) {
+	m.mu.Lock()
+	changed := m.self.resyncIn(g) != on
+	m.self = m.self.withResync(g, on)
 	m.mu.Unlock()
 	if changed {
 		_ = m.ml.UpdateNode(time.Second)

@@ -268,6 +268,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.damage.OnFirst(n.onDamaged)
 	if rs := n.resyncing(); rs != nil {
+		if n.members != nil && !n.ownsMembers { // group 0 said so when it started gossip
+			n.members.setResync(cfg.Group, true)
+		}
 		n.wg.Add(1)
 		go n.resyncLoop(rs)
 	}

@@ -51,7 +51,7 @@ func (n *Node) reconcile() {
 			continue
 		}
 		s, known := voters[m.ID]
-		if m.Resync && n.ownsMembers { // gossip says group 0's files are being rebuilt
+		if m.resyncIn(n.cfg.Group) { // gossip says this group's files there are being rebuilt
 			n.demoteResyncing(m, s, known)
 			continue
 		}

@@ -345,8 +345,8 @@ func (n *Node) resyncStep(rs *resyncState) bool {
 	n.damage.Clear() // what it found is in the files set aside
 	rs.phase = "done"
 	n.resync.Store(nil)
-	if n.ownsMembers {
-		n.members.setResync(false)
+	if n.members != nil {
+		n.members.setResync(n.cfg.Group, false)
 	}
 	n.log.Info("resync done: this node holds every committed entry again and may vote once the leader promotes it",
 		"caught_up_to", rs.target, "took", time.Since(rs.since).Round(time.Millisecond))

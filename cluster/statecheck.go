@@ -118,9 +118,12 @@ func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 		c.index, c.digest = index, digest
 		c.mu.Unlock()
 		c.lastDone.Set(float64(index))
-		if n.ownsMembers { // gossip carries group 0's checks only
+		switch {
+		case n.ownsMembers: // gossip carries group 0's digests only
 			n.members.setCheck(index, digest)
 			n.compareChecks()
+		case n.members != nil:
+			n.members.setChecked(n.cfg.Group)
 		}
 	}()
 }
@@ -232,7 +235,7 @@ func (n *Node) proposeStateCheck(due bool) {
 func (n *Node) voterWithoutCheck() bool {
 	voters, _ := n.currentVoters()
 	for _, m := range n.members.list() {
-		if m.Alive && voters[m.ID] && m.Check == 0 && !m.Resync {
+		if m.Alive && voters[m.ID] && !m.checkedIn(n.cfg.Group) && !m.resyncIn(n.cfg.Group) {
 			return true
 		}
 	}

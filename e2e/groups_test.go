@@ -364,3 +364,90 @@ func TestRaftGroupsOnOneNode(t *testing.T) {
 		t.Fatalf("the node leads %v", ls)
 	}
 }
+
+// A replica of a Raft group other than 0 that finds its state file damaged
+// is rebuilt from that group's leader, as group 0's is (before, it only
+// stopped): gossip says which group is resyncing (meta.ResyncGroups), the
+// group's leader demotes it and promotes it again once it caught up, and
+// the node's other groups serve on.
+func TestADamagedReplicaOfAnotherGroupIsRebuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster fault test; skipped with -short")
+	}
+	const groups = 2
+	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header"}})
+	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
+		t.Fatalf("the leaders did not spread: %s", why)
+	}
+	team := tenantsInGroups(groups)[1]
+	hdr := map[string]string{"x-queen-tenant": team}
+	const needle = "a-group-one-value-whose-bytes-the-disk-will-flip"
+	l := c.leader(20 * time.Second)
+	if r := c.sendRetry(l, 10*time.Second, "PUT", "/api/v1/kv/ledger/balance", map[string]any{"value": needle, "forever": true}, hdr); r.Status != http.StatusOK {
+		t.Fatalf("put: %s", r)
+	}
+	// a replica of group 1 that does not lead it
+	leaders := groupLeaders(t, c.nodes[0])
+	var f *node
+	for _, n := range c.nodes {
+		if n.ID() != leaders[1] {
+			f = n
+			break
+		}
+	}
+	dir := filepath.Join(f.DataDir(), "groups", "1")
+	ok, why := pollUntil(20*time.Second, 200*time.Millisecond, func() (bool, string) {
+		for _, g := range groupStatuses(t, f) {
+			if g.Group == 1 && g.Applied >= 3 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(groupStatuses(t, f))
+	})
+	if !ok {
+		t.Fatalf("%s did not apply group 1: %s", f.ID(), why)
+	}
+	f.sigterm(10 * time.Second)
+	if flipEvery(t, filepath.Join(dir, "fsm.db"), needle) == 0 {
+		t.Fatalf("the value is not in %s", dir)
+	}
+	f.launch()
+	ok, why = pollUntil(90*time.Second, 300*time.Millisecond, func() (bool, string) {
+		gs := groupStatuses(t, f)
+		if len(gs) != groups || gs[1].Resync != nil || gs[1].Leader == "" {
+			return false, fmt.Sprintf("%+v", gs)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "RESYNC")); !os.IsNotExist(err) {
+			return false, "the RESYNC marker is there"
+		}
+		kept, _ := filepath.Glob(filepath.Join(dir, "damaged", "*", "fsm.db"))
+		return len(kept) == 1, fmt.Sprint("set aside: ", kept)
+	})
+	if !ok {
+		t.Fatalf("%s's group 1 was not rebuilt: %s", f.ID(), why)
+	}
+	if err := c.WaitVoters(context.Background(), 60*time.Second, c.Nodes()...); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.send(10*time.Second, "GET", "/api/v1/kv/ledger/balance", nil, hdr)
+	if err != nil || r.Status != http.StatusOK || !strings.Contains(string(r.Body), needle) {
+		t.Fatalf("the rebuilt replica reads %v %v", r, err)
+	}
+	// group 0 on that node was never set aside
+	if kept, _ := filepath.Glob(filepath.Join(f.DataDir(), "damaged", "*")); len(kept) != 0 {
+		t.Fatalf("group 0's files were set aside too: %v", kept)
+	}
+}
+
+// groupStatuses is node n's /health groups.
+func groupStatuses(t *testing.T, n *node) []cluster.GroupStatus {
+	r, err := n.send(3*time.Second, http.MethodGet, "/health", nil, nil)
+	if err != nil {
+		return nil
+	}
+	var h groupsHealth
+	if json.Unmarshal(r.Body, &h) != nil {
+		return nil
+	}
+	return h.Groups
+}
