@@ -13,6 +13,14 @@
 // node (httpapi/peers.go), and the rates are the serving node's flow
 // counts (fsm.Flows), which the page says.
 //
+// The page shows one tenant at a time: the one its token's claim names,
+// or, where the node reads x-queen-tenant for the token (a "*" claim, or
+// --trust-tenant-header, which the public /health's tenant.headerTrusted
+// says), the one the operator picked from
+// GET /api/v1/system/tenants, sent as that header by the page's one fetch
+// wrapper (app.js api()). The landing page has a row per Raft group from
+// /health's groups and the placement table from its placements.
+//
 // Wrap mounts it in front of the API handler:
 //
 //	handler = dashboard.Wrap(handler)

@@ -169,7 +169,10 @@ func nonNilU(v []uint64) []uint64 {
 func (a *API) tenantHealth(r *http.Request) map[string]any {
 	st := a.b.StatusOf(r.Context())
 	return map[string]any{"name": tenant.From(r.Context()), "group": a.b.GroupFor(r.Context()), "leaderId": st.LeaderID,
-		"leaderHttp": nullable(st.LeaderHTTP), "leaderGrpc": nullable(st.LeaderGRPC)}
+		"leaderHttp": nullable(st.LeaderHTTP), "leaderGrpc": nullable(st.LeaderGRPC),
+		// whether this node reads x-queen-tenant from a caller without a
+		// tenant claim (--trust-tenant-header): the dashboard's picker
+		"headerTrusted": a.cfg.TrustTenantHeader}
 }
 
 func placementsOut(p []cluster.Placement) []cluster.Placement {

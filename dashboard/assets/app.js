@@ -7,6 +7,8 @@
 (function () {
   const REFRESH_MS = 5000;
   const TOKEN_KEY = 'queen.dashboard.token';
+  const TENANT_KEY = 'queen.dashboard.tenant'; // localStorage: the tenant picked
+  const TENANT_HEADER = 'x-queen-tenant';
   // The API lives at the node's root, wherever the node is mounted.
   const ROOT = location.pathname.replace(/\/dashboard(\/.*)?$/, '');
   // A consumer group is shown as lagging when its oldest pending message
@@ -59,10 +61,15 @@
       this.status = status; this.body = body; this.method = method; this.path = path;
     }
   }
-  async function api(method, path, body) {
+  // api is the one way the page calls the node: the token, and the tenant
+  // picked (when the node reads the header for this token; opts.tenant
+  // overrides it, '' = none).
+  async function api(method, path, body, opts) {
     const headers = { Accept: 'application/json' };
     const tok = token();
     if (tok) headers.Authorization = 'Bearer ' + tok;
+    const ten = opts && opts.tenant !== undefined ? opts.tenant : tenantHeader();
+    if (ten) headers[TENANT_HEADER] = ten;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const res = await fetch(ROOT + path, { method, headers, cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await res.text();
@@ -72,6 +79,94 @@
     return data;
   }
   const get = (path) => api('GET', path);
+  // health is GET /health, whose 503 (settling, damaged) carries the same
+  // view.
+  async function health(opts) {
+    try {
+      return await api('GET', '/health', undefined, opts);
+    } catch (err) {
+      if (err instanceof APIError && err.status === 503 && err.body && err.body.nodeId) return err.body;
+      throw err;
+    }
+  }
+
+  // ---- the tenant -----------------------------------------------------------
+  // A token whose tenant claim names a tenant fixes it: no header overrides
+  // a claim. Otherwise the node reads x-queen-tenant when the token's claim
+  // is "*" (an admin of every tenant) or when it runs with
+  // --trust-tenant-header, which its public /health's tenant.headerTrusted
+  // shows. Then, for an
+  // operator (GET /api/v1/system/tenants answers), a select lists every
+  // tenant; the choice is kept in localStorage and api() sends it on every
+  // call.
+  const tenancy = { claim: '', every: false, pick: false, list: [], health: null };
+  const chosenTenant = () => localStorage.getItem(TENANT_KEY) || '';
+  function tenantHeader() { return tenancy.pick ? chosenTenant() : ''; }
+  // The tenant the page looks at, and its Raft group when known.
+  function viewedTenant() {
+    const h = tenancy.health && tenancy.health.tenant;
+    let name;
+    if (tenancy.claim && !tenancy.every) name = tenancy.claim;
+    else if (tenancy.every) name = chosenTenant() || 'default';
+    else name = h ? h.name : (tenantHeader() || 'default');
+    let group = h && h.name === name ? h.group : undefined;
+    const row = tenancy.list.find((t) => t.name === name);
+    if (row) group = row.group;
+    return { name, group };
+  }
+  async function loadTenants() {
+    const r = await api('GET', '/api/v1/system/tenants', undefined, { tenant: '' });
+    if (!r || !Array.isArray(r.tenants)) throw new Error('no tenants in the answer');
+    tenancy.list = r.tenants.map((t) => ({ name: t.tenant, group: t.group }));
+  }
+  async function loadTenancy() {
+    const c = claimsOf(token()) || {};
+    tenancy.claim = typeof c.tenant === 'string' ? c.tenant : '';
+    tenancy.every = tenancy.claim === '*';
+    tenancy.pick = false;
+    tenancy.list = [];
+    if (!tenancy.claim || tenancy.every) {
+      let listed = true;
+      try { await loadTenants(); } catch (e) { listed = false; }
+      if (listed) {
+        if (tenancy.every) {
+          tenancy.pick = true;
+        } else {
+          // Does the node read the header? /health's tenant says.
+          try { const h = await health({ tenant: '' }); tenancy.pick = !!(h.tenant && h.tenant.headerTrusted); } catch (e) { /* stays false */ }
+        }
+      }
+    }
+    try { noteHealth(await health()); } catch (e) { showTenancy(); }
+  }
+  function showTenancy() {
+    const box = $('#tenancy');
+    const v = viewedTenant();
+    // Where the tenant comes from when the token decides: its claim names
+    // it, or names every tenant ("*": the page picks).
+    const src = tenancy.every ? 'token: every tenant' : tenancy.claim ? 'token' : '';
+    const label = `<span class="tenant" data-testid="tenant" title="the tenant this page shows">tenant <b data-testid="tenant-name">${esc(v.name)}</b>${v.group != null ? ` · group <span data-testid="tenant-group">${esc(v.group)}</span>` : ''}${src ? ` <span data-testid="tenant-source">(${src})</span>` : ''}</span>`;
+    let html = label;
+    if (tenancy.pick) {
+      const chosen = chosenTenant();
+      // No header is the default tenant (the pages' status routes read one
+      // tenant, also for a "*" token).
+      const names = tenancy.list.map((t) => t.name).filter((x) => x !== 'default');
+      if (chosen && !names.includes(chosen)) names.push(chosen);
+      const opts = ['<option value="">default</option>'].concat(
+        names.map((x) => `<option value="${esc(x)}" ${x === chosen ? 'selected' : ''}>${esc(x)}</option>`));
+      html = `<label for="tenant-pick" class="sr">Tenant</label><select id="tenant-pick" data-testid="tenant-picker" title="sent as ${TENANT_HEADER} on every call">${opts.join('')}</select>` + label;
+    }
+    // Drawn again only when it changed: an open select stays open across
+    // refreshes.
+    if (box.dataset.drawn !== html) { box.innerHTML = html; box.dataset.drawn = html; }
+  }
+  // noteHealth takes what /health said: the serving node and the tenant.
+  function noteHealth(h) {
+    tenancy.health = h;
+    $('#served').textContent = 'served by ' + (h.nodeId || '?') + ' (' + ((h.raft && h.raft.role) || '?') + ')';
+    showTenancy();
+  }
 
   // ---- messages to the operator -----------------------------------------
   function explain(err) {
@@ -166,10 +261,16 @@
     root.innerHTML = `<h1>Cluster</h1><div id="c-cards" class="cards"></div>
       <section class="panel"><h2>Needs attention</h2><ul class="incidents" id="c-incidents" data-testid="incidents"></ul></section>
       <section class="panel"><h2>Nodes</h2><div id="c-nodes"></div></section>
+      <section class="panel" data-testid="raft-groups"><h2>Raft groups</h2><div id="c-groups"></div></section>
+      <section class="panel" id="c-place-panel" data-testid="placements" hidden><h2>Tenant placement</h2><div id="c-place"></div></section>
       <section class="panel"><h2>Messages per minute, last hour</h2><div id="c-chart"></div></section>`;
     return {
       async refresh() {
-        const st = await get('/api/v1/status');
+        // The tenants list too, for an operator (new tenants appear in the
+        // picker and the groups' rows).
+        const gen = generation;
+        const [st, h] = await Promise.all([get('/api/v1/status'), health(), tenancy.list.length ? loadTenants().catch(() => {}) : null]);
+        if (gen === generation) noteHealth(h); // not an answer for a tenant since left
         const c = st.cluster, dlq = st.deadLetterQueue;
         const lagging = laggingGroups(await get('/api/v1/consumer-groups'));
         const up = c.nodes.filter((x) => x.reachable).length;
@@ -210,7 +311,9 @@
           <td class="n" data-col="behind">${x.reachable ? n(x.behind) : '—'}</td>
           <td class="hide-s small">${esc(x.httpAddr)}${x.voter ? '' : ' (non-voter)'}</td></tr>`);
         $('#c-nodes', root).innerHTML = table('<th>node</th><th>role</th><th>state</th><th class="n">term</th><th class="n">applied</th><th class="n">commit</th><th class="n" title="commit − applied on that node">lag</th><th class="n" title="behind the highest applied index">behind</th><th class="hide-s">address</th>', rows) +
-          '<p class="small muted">Each node reports its own role, term and indexes; the serving node asks the others. lag = commit − applied on that node; behind = entries behind the most advanced node.</p>';
+          '<p class="small muted">Each node reports its own role, term and indexes; the serving node asks the others. lag = commit − applied on that node; behind = entries behind the most advanced node.' +
+          ((h.groups || []).length > 1 ? ' With several Raft groups these are group 0\'s.' : '') + '</p>';
+        groupsPanel(root, h);
         const tp = st.throughput;
         $('#c-chart', root).innerHTML = lineChart(tp.map((p) => p.timestamp), [
           { name: 'pushed', cls: 's-in', values: tp.map((p) => p.ingested) },
@@ -221,6 +324,31 @@
       },
     };
   };
+
+  // groupsPanel draws /health's groups (this node's view of each Raft
+  // group) and its placement table (tenants pinned or placed at their first
+  // write).
+  function groupsPanel(root, h) {
+    const groups = h.groups || [];
+    const mine = viewedTenant();
+    const held = {};
+    for (const t of tenancy.list) (held[t.group] = held[t.group] || []).push(t.name);
+    const rows = groups.map((g) => `<tr data-testid="raft-group-${esc(g.group)}" class="${g.group === mine.group ? 'sel' : ''}">
+      <td data-col="group">${esc(g.group)}</td>
+      <td data-col="role">${g.role === 'leader' ? tag('leader', 'leader') : esc(g.role)}</td>
+      <td class="n" data-col="term">${n(g.term)}</td><td class="n" data-col="applied">${n(g.applied)}</td>
+      <td class="n" data-col="commit">${n(g.commit)}</td><td class="n" data-col="lag">${n(Math.max(0, (g.commit || 0) - (g.applied || 0)))}</td>
+      <td data-col="leader">${g.leader ? esc(g.leader) : tag('none', 'bad')}</td>
+      <td class="hide-s small" data-col="tenants">${g.group === mine.group ? tag('this page\'s tenant', 'leader') + ' ' : ''}${esc((held[g.group] || []).join(', '))}</td></tr>`);
+    $('#c-groups', root).innerHTML = table('<th>group</th><th>this node\'s role</th><th class="n">term</th><th class="n">applied</th><th class="n">commit</th><th class="n" title="commit − applied on this node">lag</th><th>leader</th><th class="hide-s">tenants</th>', rows, 'this node names no groups') +
+      `<p class="small muted">${n(groups.length)} Raft ${groups.length === 1 ? 'group' : 'groups'}, as node ${esc(h.nodeId || '?')} (the serving node) sees each. A tenant lives in one group; its requests go to that group's leader.${tenancy.list.length ? '' : ' The tenants column needs an operator\'s token.'}</p>`;
+    const place = h.placements || [];
+    $('#c-place-panel', root).hidden = !place.length;
+    $('#c-place', root).innerHTML = place.length ? table('<th>tenant</th><th>group</th><th>placed</th><th>data</th>',
+      place.map((p) => `<tr data-testid="placement-${esc(testid(p.tenant))}"><td data-col="tenant">${esc(p.tenant)}</td><td data-col="group">${esc(p.group)}</td>
+        <td data-col="how">${p.pinned ? tag('pinned', 'warn') : tag('first write')}</td><td data-col="written">${p.written ? 'written' : tag('none yet')}</td></tr>`)) +
+      '<p class="small muted">A tenant not listed lives where the hash of its name says (the default tenant in group 0). A pin holds only before the tenant\'s first write.</p>' : '';
+  }
 
   function laggingGroups(groups) {
     return groups.filter((g) => g.pendingMessages > 0 && g.maxTimeLag >= LAG_SECONDS);
@@ -616,22 +744,35 @@
     $('#token').value = '';
     $('#token').placeholder = acc.token ? 'token set (paste another)' : 'JWT (when the node asks for one)';
   }
+  // A new token may change the tenant and whether the page may pick one:
+  // the page draws at once with the new token, asks again, and draws once
+  // more only if the tenant it sends changed.
+  function tokenChanged() {
+    showAccess();
+    const before = tenantHeader();
+    route();
+    loadTenancy().catch(() => {}).then(() => { if (tenantHeader() !== before) route(); });
+  }
   $('#token-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const v = $('#token').value.trim().replace(/^Bearer\s+/i, '');
     if (v) sessionStorage.setItem(TOKEN_KEY, v);
-    showAccess();
+    tokenChanged();
+  });
+  $('#token-clear').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); tokenChanged(); });
+  // Picking a tenant: remembered, and the page reads everything again.
+  $('#tenancy').addEventListener('change', (e) => {
+    if (e.target.id !== 'tenant-pick') return;
+    if (e.target.value) localStorage.setItem(TENANT_KEY, e.target.value); else localStorage.removeItem(TENANT_KEY);
+    showTenancy();
+    health().then(noteHealth).catch(() => {});
     route();
   });
-  $('#token-clear').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); showAccess(); route(); });
 
-  // Which node served this page: every call goes to it.
-  fetch(ROOT + '/health', { cache: 'no-store' }).then((r) => r.json()).then((h) => {
-    $('#served').textContent = 'served by ' + (h.nodeId || '?') + ' (' + ((h.raft && h.raft.role) || '?') + ')';
-  }).catch(() => {});
   window.addEventListener('hashchange', route);
   showAccess();
-  route();
+  // The first page waits for the tenant, so that it reads the right one.
+  loadTenancy().catch(() => {}).then(route);
   // For tests and curious operators: the page's state.
-  window.queenDashboard = { page: () => currentName, refresh: refreshNow, access, signature };
+  window.queenDashboard = { page: () => currentName, refresh: refreshNow, access, signature, tenant: () => ({ ...viewedTenant(), header: tenantHeader(), pick: tenancy.pick, claim: tenancy.claim }) };
 })();
