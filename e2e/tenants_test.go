@@ -231,4 +231,54 @@ func TestTenantClaims(t *testing.T) {
 	if len(list.Queues) != 1 || list.Queues[0].Tenant != "" {
 		t.Fatalf("acme lists %+v", list.Queues)
 	}
+	// The other listings span the tenants for an admin of every tenant
+	// too, each row naming its tenant; a tenant's token sees its own rows,
+	// unnamed.
+	rowsOf := func(hdr map[string]string, path string) map[string]bool {
+		t.Helper()
+		r, err := n.send(10*time.Second, http.MethodGet, path, nil, hdr)
+		must(t, err)
+		var rows []map[string]any
+		if strings.HasPrefix(path, "/api/v1/status/queues") {
+			var page struct {
+				Queues []map[string]any `json:"queues"`
+			}
+			r.decode(t, &page)
+			rows = page.Queues
+		} else {
+			r.decode(t, &rows)
+		}
+		out := map[string]bool{}
+		for _, row := range rows {
+			name, _ := row["name"].(string)
+			if q, ok := row["queueName"].(string); ok {
+				name = q
+			}
+			tn, _ := row["tenant"].(string)
+			out[tn+"/"+name] = true
+		}
+		return out
+	}
+	if got := rowsOf(every, "/api/v1/status/queues"); !got["acme/jobs"] || !got["beta/jobs"] || !got["default/after"] || len(got) != 3 {
+		t.Fatalf("an admin of every tenant: status/queues %v", got)
+	}
+	if got := rowsOf(every, "/api/v1/status/queues?limit=1&offset=1"); len(got) != 1 || !got["acme/jobs"] {
+		t.Fatalf("an admin of every tenant: status/queues' second page %v", got)
+	}
+	if got := rowsOf(acme, "/api/v1/status/queues"); len(got) != 1 || !got["/jobs"] {
+		t.Fatalf("acme: status/queues %v", got)
+	}
+	if got := rowsOf(every, "/api/v1/consumer-groups"); !got["acme/jobs"] {
+		t.Fatalf("an admin of every tenant: consumer-groups %v", got)
+	}
+	if got := rowsOf(acme, "/api/v1/consumer-groups"); !got["/jobs"] || len(got) != 1 {
+		t.Fatalf("acme: consumer-groups %v", got)
+	}
+	// acme's one message is leased, not acked: pending
+	if got := rowsOf(every, "/api/v1/consumer-groups/lagging?minLagSeconds=0"); !got["acme/jobs"] || len(got) != 1 {
+		t.Fatalf("an admin of every tenant: lagging %v", got)
+	}
+	if got := rowsOf(acme, "/api/v1/consumer-groups/lagging?minLagSeconds=0"); !got["/jobs"] || len(got) != 1 {
+		t.Fatalf("acme: lagging %v", got)
+	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -29,18 +30,44 @@ func subscriptionOut(gq queue.GroupQueue) (mode, from, created any) {
 	return "timestamp", isoMillis(s.FromUs), isoMillis(s.CreatedUs)
 }
 
-func (a *API) groups(r *http.Request, group string) ([]queue.GroupQueue, int64, error) {
-	var out []queue.GroupQueue
+// tenantGroup is a consumer group's view of one queue, and its tenant when
+// a listing spans every tenant ("" otherwise).
+type tenantGroup struct {
+	queue.GroupQueue
+	tenant string
+}
+
+// groups is the tenant's consumer groups (named group, or every one); the
+// listings (group "") of an admin of every tenant span the tenants.
+func (a *API) groups(r *http.Request, group string) ([]tenantGroup, int64, error) {
+	var out []tenantGroup
 	now := a.b.Now()
-	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		for _, gq := range rd.ConsumerGroups(group, now) {
-			if auth.InScope(r.Context(), gq.Queue) { // a scoped token sees its own queues only
-				out = append(out, gq)
+	read := func(ctx context.Context, name string, every bool) error {
+		return a.b.Read(ctx, readLevel(r), func(rd *fsm.Reader) error {
+			for _, gq := range rd.ConsumerGroups(group, now) {
+				if auth.InScope(r.Context(), gq.Queue) { // a scoped token sees its own queues only
+					tg := tenantGroup{GroupQueue: gq}
+					if every {
+						tg.tenant = name
+					}
+					out = append(out, tg)
+				}
 			}
-		}
-		return nil
-	})
-	return out, now, err
+			return nil
+		})
+	}
+	if group != "" {
+		return out, now, read(r.Context(), "", false)
+	}
+	return out, now, a.eachTenant(r, read)
+}
+
+// withTenant adds a row's tenant to a listing that spans tenants.
+func withTenant(row map[string]any, name string) map[string]any {
+	if name != "" {
+		row["tenant"] = name
+	}
+	return row
 }
 
 // GET /api/v1/consumer-groups: one row per (group, queue), queue mode
@@ -70,13 +97,13 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request) {
 		case maxLag > laggingAfterUs:
 			state = "Lagging"
 		}
-		mode, from, created := subscriptionOut(gq)
-		out = append(out, map[string]any{
+		mode, from, created := subscriptionOut(gq.GroupQueue)
+		out = append(out, withTenant(map[string]any{
 			"name": gq.Group, "topics": []string{gq.Queue}, "queueName": gq.Queue,
 			"members": len(gq.Partitions), "partitionsWithLag": lagging, "totalLag": nil,
 			"pendingMessages": pending, "maxTimeLag": maxLag / 1e6, "state": state,
 			"subscriptionMode": mode, "subscriptionTimestamp": from, "subscriptionCreatedAt": created,
-		})
+		}, gq.tenant))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -102,11 +129,11 @@ func (a *API) laggingGroups(w http.ResponseWriter, r *http.Request) {
 	for _, gq := range gqs {
 		for _, p := range gq.Partitions {
 			if lag := p.LagUs(now); p.Pending > 0 && lag >= minLag*1e6 {
-				out = append(out, map[string]any{
+				out = append(out, withTenant(map[string]any{
 					"consumerGroup": gq.Group, "queueName": gq.Queue, "partitionName": p.Partition,
 					"partitionId": uuidString(p.PartitionID), "pendingMessages": p.Pending,
 					"oldestPendingAt": isoMillis(p.OldestPendingUs), "lagSeconds": lag / 1e6,
-				})
+				}, gq.tenant))
 			}
 		}
 	}
@@ -147,7 +174,7 @@ func (a *API) getGroup(w http.ResponseWriter, r *http.Request) {
 			}
 			parts = append(parts, row)
 		}
-		mode, from, created := subscriptionOut(gq)
+		mode, from, created := subscriptionOut(gq.GroupQueue)
 		queues = append(queues, map[string]any{
 			"queueName": gq.Queue, "subscriptionMode": mode, "subscriptionTimestamp": from,
 			"subscriptionCreatedAt": created, "partitions": parts,

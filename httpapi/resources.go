@@ -89,7 +89,7 @@ func (a *API) listQueues(w http.ResponseWriter, r *http.Request) {
 					"messages": map[string]any{"total": c.Totals.Total, "pending": c.Totals.Pending, "processing": c.Totals.Processing},
 				})
 				if every {
-					out["tenant"] = name
+					withTenant(out, name)
 				}
 				rows = append(rows, row{q.CreatedUs, q.Name, out})
 			}

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // The status page's queue views: GET /status/queues, a queue's page and
@@ -45,29 +48,68 @@ func (a *API) statusQueues(w http.ResponseWriter, r *http.Request) {
 	f := newQueueFilter(r)
 	f.name = "" // the list is of every queue
 	now := a.b.Now()
-	rows := []map[string]any{}
-	total := 0
-	err := a.b.Read(r.Context(), readLevel(r), func(rd *fsm.Reader) error {
-		qs := f.load(rd)
-		sort.SliceStable(qs, func(i, j int) bool {
-			if pi, pj := qs[i].Options.GetPriority(), qs[j].Options.GetPriority(); pi != pj {
-				return pi > pj
+	// by priority, then name (then tenant, for an admin of every tenant,
+	// whose list spans them); the page's rows are made in a second read
+	type key struct {
+		priority     int64
+		name, tenant string
+		every        bool
+	}
+	var all []key
+	err := a.eachTenant(r, func(ctx context.Context, name string, every bool) error {
+		return a.b.Read(ctx, readLevel(r), func(rd *fsm.Reader) error {
+			for _, q := range f.load(rd) {
+				all = append(all, key{q.Options.GetPriority(), q.Name, name, every})
 			}
-			return qs[i].Name < qs[j].Name
+			return nil
 		})
-		total = len(qs)
-		oldest := oldestPending(rd, now)
-		for i := offset; i < len(qs) && i < offset+limit; i++ {
-			rows = append(rows, queueRow(rd, qs[i], oldest[qs[i].Name], now))
-		}
-		return nil
 	})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].priority != all[j].priority {
+			return all[i].priority > all[j].priority
+		}
+		if all[i].name != all[j].name {
+			return all[i].name < all[j].name
+		}
+		return all[i].tenant < all[j].tenant
+	})
+	page := all[min(offset, len(all)):min(offset+limit, len(all))]
+	rows := make([]map[string]any, len(page))
+	byTenant := map[string][]int{} // tenant → its rows of the page
+	for i, k := range page {
+		byTenant[k.tenant] = append(byTenant[k.tenant], i)
+	}
+	for name, idx := range byTenant {
+		ctx := r.Context()
+		if page[idx[0]].every {
+			ctx = tenant.With(ctx, name)
+		}
+		err := a.b.Read(ctx, readLevel(r), func(rd *fsm.Reader) error {
+			oldest := oldestPending(rd, now)
+			for _, i := range idx {
+				q := rd.Queue(page[i].name)
+				if q == nil {
+					continue // deleted between the reads
+				}
+				rows[i] = queueRow(rd, q, oldest[q.Name], now)
+				if page[i].every {
+					withTenant(rows[i], name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	rows = slices.DeleteFunc(rows, func(row map[string]any) bool { return row == nil })
 	writeJSON(w, http.StatusOK, map[string]any{"queues": rows,
-		"pagination": map[string]any{"limit": limit, "offset": offset, "total": total}})
+		"pagination": map[string]any{"limit": limit, "offset": offset, "total": len(all)}})
 }
 
 // GET /api/v1/status/queues/:queue[?includePartitions=false]
