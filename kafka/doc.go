@@ -17,7 +17,11 @@
 //   - a consumer group's committed offset is its Queen position
 //     (addendum §4.2), so the Queen views and seek see Kafka groups;
 //   - idempotent producers' sequences are checked in apply (package
-//     producers), and a transaction's records and offsets are one entry.
+//     producers), and a transaction's records and offsets are one entry;
+//   - a connection's tenant is its SASL token's tenant claim (the default
+//     tenant without one); consumer groups and transactional ids are keyed
+//     by (tenant, name), and coordinated by the leader of the tenant's
+//     Raft group.
 //
 // Files: server.go (listener, connection loop, dispatch), versions.go,
 // sasl.go, metadata.go, produce.go, batches*.go (record batches), fetch.go,

@@ -11,14 +11,19 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // The classic consumer-group protocol (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup; client-side assignors), held in memory by the coordinating
-// node, the Raft leader. Offsets are not here: they are Queen positions,
-// committed through the log (offsets.go). When this node stops leading it
-// forgets every member: after a failover members are unknown to the new
-// coordinator, rejoin and resume from the committed offsets.
+// node, the leader of the tenant's Raft group. A group is a tenant's: the
+// coordinator keys it by (tenant, name), so two tenants' groups of one
+// name are two groups. Offsets are not here: they are Queen positions,
+// committed through the log (offsets.go). When this node stops leading a
+// tenant's group it forgets that tenant's members: after a failover
+// members are unknown to the new coordinator, rejoin and resume from the
+// committed offsets.
 
 // initialRebalanceDelay lets members that start together land in one
 // generation (Kafka's group.initial.rebalance.delay.ms, shorter here).
@@ -65,7 +70,11 @@ type round struct {
 
 func newRound() *round { return &round{done: make(chan struct{})} }
 
+// groupID names a consumer group: its tenant and its name.
+type groupID struct{ tenant, name string }
+
 type group struct {
+	tenant                                      string
 	name, state, protocolType, protocol, leader string
 	generation                                  int32
 	members                                     map[string]*member
@@ -77,27 +86,48 @@ type group struct {
 type groupState struct{ Group, State, ProtocolType string }
 
 type coordinator struct {
-	isLeader func() bool
+	isLeader func(ctx context.Context) bool // of the tenant ctx carries
 	log      *slog.Logger
 	mu       sync.Mutex
-	groups   map[string]*group
+	groups   map[groupID]*group
 }
 
-func newCoordinator(isLeader func() bool, log *slog.Logger) *coordinator {
-	return &coordinator{isLeader: isLeader, log: log, groups: map[string]*group{}}
+func newCoordinator(isLeader func(ctx context.Context) bool, log *slog.Logger) *coordinator {
+	return &coordinator{isLeader: isLeader, log: log, groups: map[groupID]*group{}}
 }
 
-// leading reports whether this node coordinates; when it does not, every
-// group is forgotten (held calls are released).
-func (g *coordinator) leading() bool {
-	if g.isLeader() {
+// leading reports whether this node coordinates the groups of the tenant
+// ctx carries; when it does not, that tenant's groups are forgotten (held
+// calls are released).
+func (g *coordinator) leading(ctx context.Context) bool {
+	if g.isLeader(ctx) {
 		return true
 	}
-	for name, gr := range g.groups {
-		gr.abort()
-		delete(g.groups, name)
-	}
+	g.forget(tenant.From(ctx))
 	return false
+}
+
+// forget drops every group of tenant name.
+func (g *coordinator) forget(name string) {
+	for id, gr := range g.groups {
+		if id.tenant == name {
+			gr.abort()
+			delete(g.groups, id)
+		}
+	}
+}
+
+// tenants are the tenants that have a group here.
+func (g *coordinator) tenants() []string {
+	seen := map[string]bool{}
+	var out []string
+	for id := range g.groups {
+		if !seen[id.tenant] {
+			seen[id.tenant] = true
+			out = append(out, id.tenant)
+		}
+	}
+	return out
 }
 
 func (gr *group) abort() {
@@ -127,10 +157,16 @@ func (g *coordinator) run(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
+		// each tenant's groups as long as this node leads that tenant's
+		// Raft group (asked with a ctx of that tenant)
 		g.mu.Lock()
-		if g.leading() {
-			now := time.Now()
-			for _, gr := range g.groups {
+		leads := map[string]bool{}
+		for _, name := range g.tenants() {
+			leads[name] = g.leading(tenantCtx(name))
+		}
+		now := time.Now()
+		for id, gr := range g.groups {
+			if leads[id.tenant] {
 				g.expire(gr, now)
 			}
 		}
@@ -149,7 +185,7 @@ func (g *coordinator) expire(gr *group, now time.Time) {
 	gone := false
 	for id, m := range gr.members {
 		if now.After(m.deadline) && !(gr.state == statePreparing && m.joined) {
-			g.log.Info("kafka: a group member's session timed out", "group", gr.name, "member", id)
+			g.log.Info("kafka: a group member's session timed out", "tenant", gr.tenant, "group", gr.name, "member", id)
 			gr.remove(id)
 			gone = true
 		}
@@ -272,7 +308,7 @@ func (g *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest) *kmsg.
 	resp.Generation = -1
 	fail := func(code int16) *kmsg.JoinGroupResponse { resp.ErrorCode = code; return resp }
 	g.mu.Lock()
-	if !g.leading() {
+	if !g.leading(ctx) {
 		g.mu.Unlock()
 		return fail(kerr.NotCoordinator.Code)
 	}
@@ -287,10 +323,11 @@ func (g *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest) *kmsg.
 		g.mu.Unlock()
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
-	gr := g.groups[r.Group]
+	key := groupID{tenant.From(ctx), r.Group}
+	gr := g.groups[key]
 	if gr == nil {
-		gr = &group{name: r.Group, state: stateEmpty, members: map[string]*member{}, pending: map[string]time.Time{}}
-		g.groups[r.Group] = gr
+		gr = &group{tenant: key.tenant, name: r.Group, state: stateEmpty, members: map[string]*member{}, pending: map[string]time.Time{}}
+		g.groups[key] = gr
 	}
 	if len(gr.members) > 0 && gr.protocolType != r.ProtocolType {
 		g.mu.Unlock()
@@ -349,7 +386,7 @@ func (g *coordinator) join(ctx context.Context, r *kmsg.JoinGroupRequest) *kmsg.
 	m.deadline = time.Now().Add(m.session)
 	if rd.aborted || gr.members[id] == nil {
 		resp.MemberID = id
-		if !g.leading() {
+		if !g.leading(ctx) {
 			return fail(kerr.NotCoordinator.Code)
 		}
 		return fail(kerr.UnknownMemberID.Code)
@@ -378,13 +415,14 @@ func (g *coordinator) lastJoin(gr *group) *round {
 	return r
 }
 
-// known finds the member a call names, refreshing its session; code is
-// the Kafka error when it cannot go on.
-func (g *coordinator) known(name, id string, generation int32) (*group, *member, int16) {
-	if !g.leading() {
+// known finds the member a call names (a group of the tenant ctx
+// carries), refreshing its session; code is the Kafka error when it
+// cannot go on.
+func (g *coordinator) known(ctx context.Context, name, id string, generation int32) (*group, *member, int16) {
+	if !g.leading(ctx) {
 		return nil, nil, kerr.NotCoordinator.Code
 	}
-	gr := g.groups[name]
+	gr := g.groups[groupID{tenant.From(ctx), name}]
 	if gr == nil || gr.members[id] == nil {
 		return nil, nil, kerr.UnknownMemberID.Code
 	}
@@ -399,7 +437,7 @@ func (g *coordinator) known(name, id string, generation int32) (*group, *member,
 func (g *coordinator) sync(ctx context.Context, r *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
 	g.mu.Lock()
-	gr, m, code := g.known(r.Group, r.MemberID, r.Generation)
+	gr, m, code := g.known(ctx, r.Group, r.MemberID, r.Generation)
 	if code == 0 && gr.state == statePreparing {
 		code = kerr.RebalanceInProgress.Code
 	}
@@ -441,11 +479,11 @@ func (g *coordinator) sync(ctx context.Context, r *kmsg.SyncGroupRequest) *kmsg.
 	return resp
 }
 
-func (g *coordinator) heartbeat(_ context.Context, r *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
+func (g *coordinator) heartbeat(ctx context.Context, r *kmsg.HeartbeatRequest) *kmsg.HeartbeatResponse {
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	gr, _, code := g.known(r.Group, r.MemberID, r.Generation)
+	gr, _, code := g.known(ctx, r.Group, r.MemberID, r.Generation)
 	if code == 0 && gr.state == statePreparing {
 		code = kerr.RebalanceInProgress.Code // how members learn to rejoin
 	}
@@ -453,15 +491,15 @@ func (g *coordinator) heartbeat(_ context.Context, r *kmsg.HeartbeatRequest) *km
 	return resp
 }
 
-func (g *coordinator) leave(_ context.Context, r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+func (g *coordinator) leave(ctx context.Context, r *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.leading() {
+	if !g.leading(ctx) {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp
 	}
-	gr := g.groups[r.Group]
+	gr := g.groups[groupID{tenant.From(ctx), r.Group}]
 	ids := []string{r.MemberID}
 	if r.Version >= 3 {
 		ids = ids[:0]
@@ -495,15 +533,15 @@ func (g *coordinator) leave(_ context.Context, r *kmsg.LeaveGroupRequest) *kmsg.
 	return resp
 }
 
-func (g *coordinator) describe(_ context.Context, r *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
+func (g *coordinator) describe(ctx context.Context, r *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	leading := g.leading()
+	leading := g.leading(ctx)
 	for _, name := range r.Groups {
 		d := kmsg.NewDescribeGroupsResponseGroup()
 		d.Group, d.State = name, stateDead
-		gr := g.groups[name]
+		gr := g.groups[groupID{tenant.From(ctx), name}]
 		switch {
 		case !leading:
 			d.ErrorCode = kerr.NotCoordinator.Code
@@ -526,14 +564,14 @@ func (g *coordinator) describe(_ context.Context, r *kmsg.DescribeGroupsRequest)
 // simple commit (generation -1, no member) only to a group without
 // members; otherwise a known member of the current generation, in a
 // Stable group or one preparing a rebalance (members commit before they
-// rejoin).
-func (g *coordinator) checkGeneration(name, id string, generation int32) int16 {
+// rejoin). The group is the tenant's ctx carries.
+func (g *coordinator) checkGeneration(ctx context.Context, name, id string, generation int32) int16 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.leading() {
+	if !g.leading(ctx) {
 		return kerr.NotCoordinator.Code
 	}
-	gr := g.groups[name]
+	gr := g.groups[groupID{tenant.From(ctx), name}]
 	if generation < 0 && id == "" {
 		if gr != nil && len(gr.members) > 0 {
 			return kerr.UnknownMemberID.Code
@@ -553,25 +591,31 @@ func (g *coordinator) checkGeneration(name, id string, generation int32) int16 {
 	return 0
 }
 
-func (g *coordinator) states() []groupState {
+// states are the groups of the tenant ctx carries.
+func (g *coordinator) states(ctx context.Context) []groupState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	name := tenant.From(ctx)
 	var out []groupState
-	for _, gr := range g.groups {
-		out = append(out, groupState{Group: gr.name, State: gr.state, ProtocolType: gr.protocolType})
+	for id, gr := range g.groups {
+		if id.tenant == name {
+			out = append(out, groupState{Group: gr.name, State: gr.state, ProtocolType: gr.protocolType})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
 }
 
-func (g *coordinator) drop(name string) int16 {
+// drop forgets an empty group of the tenant ctx carries.
+func (g *coordinator) drop(ctx context.Context, name string) int16 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if gr := g.groups[name]; gr != nil {
+	key := groupID{tenant.From(ctx), name}
+	if gr := g.groups[key]; gr != nil {
 		if len(gr.members) > 0 {
 			return kerr.NonEmptyGroup.Code
 		}
-		delete(g.groups, name)
+		delete(g.groups, key)
 	}
 	return 0
 }

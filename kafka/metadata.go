@@ -33,9 +33,13 @@ type broker struct {
 }
 
 // brokers are the nodes of the cluster whose Kafka listener is on, and the
-// leader's broker id (-1: no leader known, or its listener is off).
-func (s *Server) brokers() ([]broker, int32) {
+// broker id of the leader of the Raft group of the tenant ctx carries (-1:
+// no leader known, or its listener is off). With --raft-groups N > 1 each
+// tenant's leader may be another node: its partitions, groups and
+// transactions are that node's.
+func (s *Server) brokers(ctx context.Context) ([]broker, int32) {
 	v := s.node.Cluster()
+	leaderID := s.node.StatusOf(ctx).LeaderID
 	leader := int32(-1)
 	var out []broker
 	for _, n := range v.Nodes {
@@ -50,7 +54,7 @@ func (s *Server) brokers() ([]broker, int32) {
 		p, _ := strconv.Atoi(port)
 		b := broker{id: BrokerID(n.ID), host: host, port: int32(p), voter: n.Voter, alive: n.Alive}
 		out = append(out, b)
-		if n.ID == v.Leader.ID {
+		if leaderID != "" && n.ID == leaderID {
 			leader = b.id
 		}
 	}
@@ -99,7 +103,7 @@ func visible(ctx context.Context, topic string) bool {
 
 func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	bs, leader := s.brokers()
+	bs, leader := s.brokers(ctx)
 	var voters []int32
 	for _, b := range bs {
 		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.id, Host: b.host, Port: b.port})
@@ -173,7 +177,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 
 func (s *Server) findCoordinator(ctx context.Context, r *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	bs, leader := s.brokers()
+	bs, leader := s.brokers(ctx)
 	answer := func(key string) (int32, string, int32, int16) {
 		for _, b := range bs {
 			if b.id == leader {

@@ -122,7 +122,7 @@ func (s *Server) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) 
 	if why := validGroup(r.Group); why != "" {
 		groupCode = kerr.InvalidGroupID.Code
 	} else {
-		groupCode = s.groups.checkGeneration(r.Group, r.MemberID, r.Generation)
+		groupCode = s.groups.checkGeneration(ctx, r.Group, r.MemberID, r.Generation)
 	}
 	for ti, t := range r.Topics {
 		for pi, p := range t.Partitions {
@@ -181,7 +181,7 @@ func (s *Server) committed(ctx context.Context, group string, topics []kmsg.Offs
 	if validGroup(group) != "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
-	if !s.node.IsLeader() {
+	if !s.leads(ctx) {
 		return nil, kerr.NotCoordinator.Code
 	}
 	var out []kmsg.OffsetFetchResponseTopic
@@ -215,7 +215,7 @@ func (s *Server) committed(ctx context.Context, group string, topics []kmsg.Offs
 					rp.ErrorCode = kerr.InvalidGroupID.Code // a Queen group's name
 				case !ok:
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				case stable && s.txns.pendingOffsets(group, t.Topic, n):
+				case stable && s.txns.pendingOffsets(ctx, group, t.Topic, n):
 					rp.ErrorCode = kerr.UnstableOffsetCommit.Code
 				default:
 					if cur := rd.Cursor(part.Id, group); cur != nil {
@@ -234,12 +234,15 @@ func (s *Server) committed(ctx context.Context, group string, topics []kmsg.Offs
 
 func (s *Server) listGroups(ctx context.Context, r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-	if !s.node.IsLeader() {
+	if !s.leads(ctx) {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp
 	}
+	// the tenant's groups alone: those its coordinator holds, then those
+	// with committed offsets in its state (Read with ctx reads only the
+	// tenant's)
 	seen := map[string]bool{}
-	for _, g := range s.groups.states() {
+	for _, g := range s.groups.states(ctx) {
 		seen[g.Group] = true
 		resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.Group, ProtocolType: g.ProtocolType, GroupState: g.State})
 	}
@@ -265,10 +268,10 @@ func (s *Server) deleteGroups(ctx context.Context, r *kmsg.DeleteGroupsRequest) 
 		switch {
 		case validGroup(g) != "":
 			rg.ErrorCode = kerr.InvalidGroupID.Code
-		case !s.node.IsLeader():
+		case !s.leads(ctx):
 			rg.ErrorCode = kerr.NotCoordinator.Code
 		default:
-			rg.ErrorCode = s.groups.drop(g)
+			rg.ErrorCode = s.groups.drop(ctx, g)
 		}
 		if rg.ErrorCode == 0 {
 			var queues []string

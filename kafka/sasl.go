@@ -14,9 +14,9 @@ import (
 // SASL: PLAIN (the password is a queen-node JWT; the user name is only
 // logged) and OAUTHBEARER (the bearer token is one), both checked by the
 // node's own verifier, so a Kafka call holds the token's role and queues
-// scope as an HTTP call does. The connection acts as that identity from
-// then on. Only the framed form (SaslHandshake v1 + SaslAuthenticate) is
-// served.
+// scope as an HTTP call does. The connection acts as that identity, in
+// the tenant its tenant claim names, from then on. Only the framed form
+// (SaslHandshake v1 + SaslAuthenticate) is served.
 
 var mechanisms = []string{"PLAIN", "OAUTHBEARER"}
 
@@ -73,15 +73,19 @@ func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response,
 	if aerr != nil {
 		return fail(aerr.Msg)
 	}
-	if id.Tenant != "" && id.Tenant != tenant.Default && id.Tenant != tenant.All {
-		// The group and transaction coordinators keep their members and
-		// open transactions by name, not yet by tenant: serving another
-		// tenant here could join two tenants' groups of one name. Refused,
-		// never served as the default tenant.
-		return fail("the Kafka listener serves the default tenant only; the token's tenant is " + id.Tenant +
-			": use the HTTP or gRPC API for it")
+	// The token's tenant claim names the connection's tenant (the one rule
+	// of every front end; a Kafka client has no header, so an admin token
+	// of every tenant, "*", is the default tenant's here). The verifier has
+	// refused a claim that is not a tenant name; checked again, never
+	// served as the default tenant.
+	name, _, terr := tenant.Resolve(tenant.Source{Claim: id.Tenant})
+	if terr == nil {
+		terr = tenant.Valid(name)
 	}
-	c.ctx = tenant.With(auth.WithIdentity(c.ctx, id), tenant.Default)
+	if terr != nil {
+		return fail("the token's tenant claim: " + terr.Error())
+	}
+	c.ctx = tenant.With(auth.WithIdentity(c.ctx, id), name)
 	c.authed = true
 	return resp, true
 }

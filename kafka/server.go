@@ -23,13 +23,17 @@ import (
 	"github.com/queen-node/queen-node/tenant"
 )
 
-// Node is what the listener needs of its node (*cluster.Node is one).
+// Node is what the listener needs of its node: *cluster.Groups (a node's
+// Raft groups, every call routed to the group of the tenant its ctx
+// carries) or *cluster.Node (one group).
 type Node interface {
 	pipeline.Node
 	Read(ctx context.Context, level cluster.ReadLevel, fn func(*fsm.Reader) error) error
 	Cluster() cluster.ClusterView
-	Status() cluster.RaftStatus
-	IsLeader() bool
+	// StatusOf is the Raft state of the group of the tenant ctx carries:
+	// whether this node coordinates that tenant's groups and transactions,
+	// and which node leads its partitions.
+	StatusOf(ctx context.Context) cluster.RaftStatus
 	Watch(ctx context.Context, queue string) <-chan struct{}
 	Now() int64
 	ID() string
@@ -119,10 +123,20 @@ func New(cfg Config) *Server {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	s := &Server{cfg: cfg, node: cfg.Node, pipe: cfg.Pipeline, log: cfg.Logger, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
-	s.groups = newCoordinator(s.node.IsLeader, s.log)
+	s.groups = newCoordinator(s.leads, s.log)
 	s.txns = newTxnCoordinator(s)
 	return s
 }
+
+// leads reports whether this node leads the Raft group of the tenant ctx
+// carries: then it coordinates that tenant's consumer groups and
+// transactions (with --raft-groups N > 1 another node may lead another
+// tenant's group; a call of that tenant is answered NOT_COORDINATOR here).
+func (s *Server) leads(ctx context.Context) bool { return s.node.StatusOf(ctx).Role == "leader" }
+
+// tenantCtx is a context of tenant name alone: what a coordinator's own
+// loop asks the node with about that tenant.
+func tenantCtx(name string) context.Context { return tenant.With(context.Background(), name) }
 
 // Serve accepts connections on ln until Close.
 func (s *Server) Serve(ln net.Listener) error {

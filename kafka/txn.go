@@ -12,9 +12,14 @@ import (
 	"github.com/queen-node/queen-node/cluster"
 	"github.com/queen-node/queen-node/command"
 	"github.com/queen-node/queen-node/fsm"
+	"github.com/queen-node/queen-node/tenant"
 )
 
-// Transactions: the coordinator of every transaction is the Raft leader.
+// Transactions: the coordinator of a tenant's transactions is the leader
+// of the tenant's Raft group. A transactional id is a tenant's: the
+// coordinator keys its state by (tenant, transactional id), so the same
+// id in two tenants is two producers that never fence each other (their
+// producer ids and epochs are each tenant's state in the log too).
 // A transactional producer's records and its TxnOffsetCommit offsets are
 // staged here, in memory, and EndTxn(commit) writes them as ONE
 // Transaction entry (pushes + positions, guarded by the producer's epoch):
@@ -33,7 +38,11 @@ type txnPartition struct {
 	partition int32
 }
 
+// txnKey names a transactional producer: its tenant and its id.
+type txnKey struct{ tenant, id string }
+
 type txnState struct {
+	tenant   string
 	id       string
 	producer int64
 	epoch    int16
@@ -56,16 +65,17 @@ type txnState struct {
 type txnCoordinator struct {
 	s      *Server
 	mu     sync.Mutex
-	txns   map[string]*txnState
+	txns   map[txnKey]*txnState
 	staged int // bytes staged by every open transaction
 }
 
 func newTxnCoordinator(s *Server) *txnCoordinator {
-	return &txnCoordinator{s: s, txns: map[string]*txnState{}}
+	return &txnCoordinator{s: s, txns: map[txnKey]*txnState{}}
 }
 
-// run dooms transactions open past their timeout and forgets everything
-// when this node stops leading.
+// run dooms transactions open past their timeout and forgets a tenant's
+// when this node stops leading the tenant's Raft group (asked with a ctx
+// of that tenant).
 func (t *txnCoordinator) run(done <-chan struct{}) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -75,15 +85,20 @@ func (t *txnCoordinator) run(done <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		leader := t.s.node.IsLeader()
 		t.mu.Lock()
-		for id, st := range t.txns {
+		leads := map[string]bool{}
+		for key := range t.txns {
+			if _, asked := leads[key.tenant]; !asked {
+				leads[key.tenant] = t.s.leads(tenantCtx(key.tenant))
+			}
+		}
+		for key, st := range t.txns {
 			switch {
-			case !leader:
+			case !leads[key.tenant]:
 				t.drop(st)
-				delete(t.txns, id)
+				delete(t.txns, key)
 			case st.open && st.doomed == "" && time.Since(st.begun) > st.timeout:
-				t.s.log.Warn("kafka: a transaction ran past its timeout: aborted", "transactional_id", id, "timeout", st.timeout)
+				t.s.log.Warn("kafka: a transaction ran past its timeout: aborted", "tenant", key.tenant, "transactional_id", key.id, "timeout", st.timeout)
 				st.doomed = "the transaction ran past its timeout (" + st.timeout.String() + ")"
 				t.release(st)
 			}
@@ -107,24 +122,25 @@ func (t *txnCoordinator) release(st *txnState) {
 
 func (t *txnCoordinator) drop(st *txnState) { t.release(st) }
 
-func (t *txnCoordinator) term() uint64 { return t.s.node.Status().Term }
-
-// state finds the transaction a call names, checking its producer id and
-// epoch; one this coordinator did not see begin is made, doomed. code is
-// the Kafka error when the call may not go on.
-func (t *txnCoordinator) state(id string, producer int64, epoch int16) (*txnState, int16) {
-	if !t.s.node.IsLeader() {
+// state finds the transaction a call names (a transactional id of the
+// tenant ctx carries), checking its producer id and epoch; one this
+// coordinator did not see begin is made, doomed. code is the Kafka error
+// when the call may not go on. The term is the tenant's Raft group's.
+func (t *txnCoordinator) state(ctx context.Context, id string, producer int64, epoch int16) (*txnState, int16) {
+	raft := t.s.node.StatusOf(ctx)
+	if raft.Role != "leader" {
 		return nil, kerr.NotCoordinator.Code
 	}
-	st := t.txns[id]
-	if st != nil && st.term != t.term() {
+	key := txnKey{tenant.From(ctx), id}
+	st := t.txns[key]
+	if st != nil && st.term != raft.Term {
 		t.drop(st)
 		st = nil
 	}
 	if st == nil {
-		st = &txnState{id: id, producer: producer, epoch: epoch, term: t.term(), timeout: time.Minute,
+		st = &txnState{tenant: key.tenant, id: id, producer: producer, epoch: epoch, term: raft.Term, timeout: time.Minute,
 			doomed: "this node became the transaction coordinator while the transaction was open"}
-		t.txns[id] = st
+		t.txns[key] = st
 	}
 	switch {
 	case producer != st.producer:
@@ -152,7 +168,7 @@ func (t *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 		case *r.TransactionalID == "":
 			resp.ErrorCode = kerr.InvalidRequest.Code
 			return resp
-		case !t.s.node.IsLeader():
+		case !t.s.leads(ctx):
 			resp.ErrorCode = kerr.NotCoordinator.Code
 			return resp
 		case timeout <= 0 || timeout > t.s.cfg.Limits.TxnMaxTimeout:
@@ -180,12 +196,14 @@ func (t *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 	}
 	resp.ProducerID, resp.ProducerEpoch = out.ProducerId, int16(out.ProducerEpoch)
 	if r.TransactionalID != nil { // a clean start: whatever an older epoch staged is gone
+		key := txnKey{tenant.From(ctx), in.TransactionalId}
+		term := t.s.node.StatusOf(ctx).Term
 		t.mu.Lock()
-		if old := t.txns[in.TransactionalId]; old != nil {
+		if old := t.txns[key]; old != nil {
 			t.drop(old)
 		}
-		t.txns[in.TransactionalId] = &txnState{id: in.TransactionalId, producer: out.ProducerId, epoch: int16(out.ProducerEpoch),
-			term: t.term(), timeout: time.Duration(in.TxnTimeoutMs) * time.Millisecond}
+		t.txns[key] = &txnState{tenant: key.tenant, id: key.id, producer: out.ProducerId, epoch: int16(out.ProducerEpoch),
+			term: term, timeout: time.Duration(in.TxnTimeoutMs) * time.Millisecond}
 		t.report()
 		t.mu.Unlock()
 	}
@@ -195,7 +213,7 @@ func (t *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 func (t *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	t.mu.Lock()
-	_, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	_, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
 	t.mu.Unlock()
 	var known map[txnPartition]bool
 	if code == 0 {
@@ -245,7 +263,7 @@ func (t *txnCoordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxn
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	st, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
 	if code == 0 && st.doomed == "" {
 		if st.groups == nil {
 			st.groups = map[string]bool{}
@@ -273,7 +291,7 @@ func (t *txnCoordinator) stage(ctx context.Context, id *string, b ProducedBatch,
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st, code := t.state(*id, b.ProducerID, b.ProducerEpoch)
+	st, code := t.state(ctx, *id, b.ProducerID, b.ProducerEpoch)
 	if code != 0 {
 		return code
 	}
@@ -319,7 +337,7 @@ func (t *txnCoordinator) offsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	if validGroup(r.Group) != "" {
 		groupCode = kerr.InvalidGroupID.Code
 	} else if r.Generation >= 0 {
-		groupCode = t.s.groups.checkGeneration(r.Group, r.MemberID, r.Generation)
+		groupCode = t.s.groups.checkGeneration(ctx, r.Group, r.MemberID, r.Generation)
 	}
 	for ti, topic := range r.Topics {
 		for pi, p := range topic.Partitions {
@@ -331,7 +349,7 @@ func (t *txnCoordinator) offsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	t.s.checkPartitions(ctx, items)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	st, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
 	for _, it := range items {
 		switch {
 		case *it.code != 0:
@@ -354,7 +372,7 @@ func (t *txnCoordinator) offsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
 	t.mu.Lock()
-	st, code := t.state(r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	st, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
 	if code != 0 {
 		t.mu.Unlock()
 		resp.ErrorCode = code
@@ -372,7 +390,7 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		return resp // nothing staged was ever in the log
 	}
 	if doomed != "" {
-		t.s.log.Warn("kafka: a transaction's commit refused: abort it and retry", "transactional_id", r.TransactionalID, "why", doomed)
+		t.s.log.Warn("kafka: a transaction's commit refused: abort it and retry", "tenant", st.tenant, "transactional_id", r.TransactionalID, "why", doomed)
 		resp.ErrorCode = kerr.TransactionAbortable.Code
 		return resp
 	}
@@ -411,12 +429,17 @@ func (st *txnState) positions() []*command.PositionOp {
 	return out
 }
 
-// pendingOffsets reports whether an open transaction has staged an offset
-// of the group for that partition (OffsetFetch's RequireStable).
-func (t *txnCoordinator) pendingOffsets(group, topic string, partition int32) bool {
+// pendingOffsets reports whether an open transaction of the tenant ctx
+// carries has staged an offset of the group for that partition
+// (OffsetFetch's RequireStable).
+func (t *txnCoordinator) pendingOffsets(ctx context.Context, group, topic string, partition int32) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, st := range t.txns {
+	name := tenant.From(ctx)
+	for key, st := range t.txns {
+		if key.tenant != name {
+			continue
+		}
 		tp := txnPartition{topic, partition}
 		if _, ok := st.offsets[group][tp]; ok && st.doomed == "" {
 			return true

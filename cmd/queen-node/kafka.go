@@ -17,6 +17,7 @@ import (
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/kafka"
 	"github.com/queen-node/queen-node/pipeline"
+	"github.com/queen-node/queen-node/tenant"
 	"github.com/queen-node/queen-node/tlsfiles"
 )
 
@@ -118,13 +119,16 @@ func kafkaTLS(c *config, certs *tlsfiles.Pair) (*tls.Config, error) {
 }
 
 // startKafka serves the Kafka protocol on ln through the node's one write
-// pipeline.
-func startKafka(c *config, ln net.Listener, adv string, node *cluster.Node, verifier *auth.Verifier, tlsCfg *tls.Config,
+// pipeline; every call goes to the Raft group of its tenant (node routes
+// it, as for HTTP and gRPC).
+func startKafka(c *config, ln net.Listener, adv string, node *cluster.Groups, verifier *auth.Verifier, tlsCfg *tls.Config,
 	reg *prometheus.Registry, log *slog.Logger) *kafka.Server {
 	metrics := kafka.NewMetrics(reg)
 	metrics.WatchProducers(reg, func() float64 {
 		var n uint64
-		_ = node.Read(context.Background(), cluster.Stale, func(rd *fsm.Reader) error { n = rd.KafkaProducers(); return nil })
+		for _, t := range node.Tenants() { // every tenant's producers
+			_ = node.Read(tenant.With(context.Background(), t), cluster.Stale, func(rd *fsm.Reader) error { n += rd.KafkaProducers(); return nil })
+		}
 		return float64(n)
 	})
 	srv := kafka.New(kafka.Config{

@@ -29,7 +29,6 @@ import (
 	"github.com/queen-node/queen-node/httpapi"
 	"github.com/queen-node/queen-node/raftlog"
 	"github.com/queen-node/queen-node/request"
-	"github.com/queen-node/queen-node/tenant"
 	"github.com/queen-node/queen-node/tlsfiles"
 )
 
@@ -222,7 +221,7 @@ func run(args []string) error {
 	go func() { serveErr <- srv.Serve(httpLn) }()
 	var kafkaSrv interface{ Close() error }
 	if kafkaLn != nil {
-		kafkaSrv = startKafka(cfg, kafkaLn, kafkaAdv, node.Group(node.GroupOf(tenant.Default)), verifier, kafkaTLSCfg, reg, log)
+		kafkaSrv = startKafka(cfg, kafkaLn, kafkaAdv, node, verifier, kafkaTLSCfg, reg, log)
 	}
 	log.Info("queen-node started", "node", cfg.NodeID, "http", cfg.HTTPAddr, "raft", cfg.RaftAddr, "data", cfg.DataDir)
 
