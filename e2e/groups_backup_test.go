@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,10 +21,7 @@ func TestBackupAndRestoreEveryRaftGroup(t *testing.T) {
 		t.Skip("cluster test; skipped with -short")
 	}
 	const groups = 3
-	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header"}})
-	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
-		t.Fatalf("the leaders did not spread: %s", why)
-	}
+	c := startGroupsCluster(t, groups)
 	tenants := tenantsInGroups(groups)
 	via := c.nodes[1]
 	put := func(name, key string) {

@@ -93,11 +93,7 @@ func tenantsInGroups(n int) []string {
 // leaders spread over the three again.
 func TestRaftGroupsSpreadLeadersAndSurviveAKill(t *testing.T) {
 	const groups = 3
-	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header",
-		"--default-subscription-mode", "all"}})
-	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
-		t.Fatalf("the leaders did not spread: %s", why)
-	}
+	c := startGroupsCluster(t, groups, "--default-subscription-mode", "all")
 	tenants := tenantsInGroups(groups)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -375,10 +371,7 @@ func TestADamagedReplicaOfAnotherGroupIsRebuilt(t *testing.T) {
 		t.Skip("cluster fault test; skipped with -short")
 	}
 	const groups = 2
-	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header"}})
-	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
-		t.Fatalf("the leaders did not spread: %s", why)
-	}
+	c := startGroupsCluster(t, groups)
 	team := tenantsInGroups(groups)[1]
 	hdr := map[string]string{"x-queen-tenant": team}
 	const needle = "a-group-one-value-whose-bytes-the-disk-will-flip"
@@ -436,6 +429,24 @@ func TestADamagedReplicaOfAnotherGroupIsRebuilt(t *testing.T) {
 	// group 0 on that node was never set aside
 	if kept, _ := filepath.Glob(filepath.Join(f.DataDir(), "damaged", "*")); len(kept) != 0 {
 		t.Fatalf("group 0's files were set aside too: %v", kept)
+	}
+}
+
+// startGroupsCluster starts three nodes with --raft-groups groups and
+// --trust-tenant-header (plus extra) and waits until the groups' leaders
+// spread over them.
+func startGroupsCluster(t *testing.T, groups int, extra ...string) *testCluster {
+	t.Helper()
+	c := startCluster(t, nodeOpts{Extra: append([]string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header"}, extra...)})
+	awaitSpread(t, c, groups)
+	return c
+}
+
+// awaitSpread waits until the leaders of c's groups spread over its nodes.
+func awaitSpread(t *testing.T, c *testCluster, groups int) {
+	t.Helper()
+	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
+		t.Fatalf("the leaders did not spread: %s", why)
 	}
 }
 

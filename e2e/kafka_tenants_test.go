@@ -352,9 +352,7 @@ func TestKafkaTenantCoordinatorIsItsGroupLeader(t *testing.T) {
 	c := startCluster(t, nodeOpts{DefaultSubscriptionMode: "all",
 		Extra: []string{"--raft-groups", strconv.Itoa(groups), "--jwt-enabled", "--jwt-secret", ctlJWTSecret},
 		Node:  func(_ int, s *nodeproc.Spec) error { s.Kafka = true; s.Token = admin; return nil }})
-	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
-		t.Fatalf("the leaders did not spread: %s", why)
-	}
+	awaitSpread(t, c, groups)
 	leaders := groupLeaders(t, c.nodes[0])
 	const g = 1
 	name := tenantsInGroups(groups)[g]

@@ -130,10 +130,7 @@ func TestRecoverEveryRaftGroup(t *testing.T) {
 		t.Skip("cluster fault test; skipped with -short")
 	}
 	const groups = 3
-	c := startCluster(t, nodeOpts{Extra: []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header"}})
-	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
-		t.Fatalf("the leaders did not spread: %s", why)
-	}
+	c := startGroupsCluster(t, groups)
 	tenants := tenantsInGroups(groups)
 	survivor := c.nodes[0]
 	mark := func(name, key string) int {

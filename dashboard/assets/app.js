@@ -101,7 +101,13 @@
   // call.
   const tenancy = { claim: '', every: false, pick: false, list: [], health: null };
   const chosenTenant = () => localStorage.getItem(TENANT_KEY) || '';
-  function tenantHeader() { return tenancy.pick ? chosenTenant() : ''; }
+  // A "*" token with no pick names the default tenant outright: without a
+  // header the node would list every tenant's rows on some routes and read
+  // the default tenant on others.
+  function tenantHeader() {
+    if (!tenancy.pick) return '';
+    return chosenTenant() || (tenancy.every ? 'default' : '');
+  }
   // The tenant the page looks at, and its Raft group when known.
   function viewedTenant() {
     const h = tenancy.health && tenancy.health.tenant;
