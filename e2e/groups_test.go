@@ -361,6 +361,53 @@ func TestRaftGroupsOnOneNode(t *testing.T) {
 	}
 }
 
+// A fourth node joins a cluster of four groups on three nodes (issue 26,
+// "rebalanced after ... a node joins"): it becomes a voter of every group,
+// the balancer hands it one group's leadership (before, one node led two),
+// and the tenant of that group writes through it with nothing refused.
+func TestAJoiningNodeTakesItsShareOfTheLeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test; skipped with -short")
+	}
+	const groups = 4
+	c := startGroupsCluster(t, groups)
+	pn, err := c.AddNode(context.Background())
+	if err != nil {
+		t.Fatalf("adding a node: %v", err)
+	}
+	n4 := testNode(t, pn)
+	c.nodes = append(c.nodes, n4)
+	ok, why := pollUntil(60*time.Second, 250*time.Millisecond, func() (bool, string) {
+		for _, g := range groupStatuses(t, n4) {
+			if g.Role != "leader" && g.Role != "follower" {
+				return false, fmt.Sprintf("n4 in group %d: %s", g.Group, g.Role)
+			}
+		}
+		ok, why := spread(t, c.nodes, groups) // four nodes, four groups: one each
+		return ok, why
+	})
+	if !ok {
+		t.Fatalf("the leaders did not spread over four nodes: %s", why)
+	}
+	leaders := groupLeaders(t, n4)
+	mine := -1
+	for g, id := range leaders {
+		if id == n4.ID() {
+			mine = g
+		}
+	}
+	if mine < 0 {
+		t.Fatalf("the new node leads no group: %v", leaders)
+	}
+	name := tenantsInGroups(groups)[mine]
+	r, err := n4.send(10*time.Second, "PUT", "/api/v1/kv/charges/joined", map[string]any{"value": name, "forever": true},
+		map[string]string{"x-queen-tenant": name})
+	if err != nil || r.Status != http.StatusOK {
+		t.Fatalf("%s (group %d) writing through the new leader: %v %v", name, mine, r, err)
+	}
+	t.Logf("leaders after the join: %v; n4 leads group %d", leaders, mine)
+}
+
 // A replica of a Raft group other than 0 that finds its state file damaged
 // is rebuilt from that group's leader, as group 0's is (before, it only
 // stopped): gossip says which group is resyncing (meta.ResyncGroups), the
