@@ -33,6 +33,16 @@ import (
 const jwtSecret = "dashboard-browser-test-secret-32b!"
 
 // chromium finds the browser: $CHROMIUM, else the usual names on PATH.
+// needChromium is the browser's path, or skips t saying how to get one.
+func needChromium(t *testing.T) string {
+	t.Helper()
+	exe := chromium()
+	if exe == "" {
+		t.Skip("no Chromium found (set CHROMIUM, or apt-get install -y chromium; .ci/run installs it): the dashboard's browser test cannot run")
+	}
+	return exe
+}
+
 func chromium() string {
 	if p := os.Getenv("CHROMIUM"); p != "" {
 		return p
@@ -200,10 +210,7 @@ type popped struct {
 }
 
 func TestDashboardInABrowser(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("no Chromium found (set CHROMIUM, or apt-get install -y chromium; .ci/run installs it): the dashboard's browser test cannot run")
-	}
+	exe := needChromium(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

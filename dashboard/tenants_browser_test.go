@@ -105,10 +105,7 @@ type groupHealth struct {
 }
 
 func TestDashboardRaftGroupsAndTenantPicker(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("no Chromium found (set CHROMIUM, or apt-get install -y chromium; .ci/run installs it): the dashboard's browser test cannot run")
-	}
+	exe := needChromium(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
