@@ -65,6 +65,10 @@ type members struct {
 	known map[string]Member
 	// changed is signalled (non-blocking) on every join, leave or update.
 	changed chan struct{}
+	// groupChecks: each node's last state check of each group > 0, and
+	// what to run when one arrives (groupchecks.go)
+	groupChecks  map[string]map[int]groupCheck
+	onGroupCheck map[int]func()
 }
 
 func (m *members) NodeMeta(limit int) []byte {
@@ -76,7 +80,6 @@ func (m *members) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (m *members) NotifyMsg([]byte)                           {}
 func (m *members) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (m *members) LocalState(join bool) []byte                { return nil }
 func (m *members) MergeRemoteState(buf []byte, join bool)     {}

@@ -245,6 +245,8 @@ func Start(cfg Config) (*Node, error) {
 	n.m = newMetrics(cfg.Registry, n)
 	if cfg.members != nil {
 		n.members = cfg.members
+		// judge this group's last check again when a peer's digest of it arrives
+		n.members.watchGroupChecks(cfg.Group, func() { go n.compareChecks() })
 	} else if cfg.GossipAddr != "" {
 		adv := cfg.GossipAdvertise
 		if adv == "" {

@@ -119,12 +119,13 @@ func (n *Node) onStateCheck(index uint64, view store.Reader, release func()) {
 		c.mu.Unlock()
 		c.lastDone.Set(float64(index))
 		switch {
-		case n.ownsMembers: // gossip carries group 0's digests only
+		case n.ownsMembers: // group 0's digest rides in gossip metadata
 			n.members.setCheck(index, digest)
-			n.compareChecks()
-		case n.members != nil:
+		case n.members != nil: // another group's in a message (groupchecks.go)
 			n.members.setChecked(n.cfg.Group)
+			n.members.publishGroupCheck(n.cfg.Group, index, digest)
 		}
+		n.compareChecks()
 	}()
 }
 
@@ -148,8 +149,8 @@ func (n *Node) compareChecks() {
 		digests[n.cfg.NodeID] = own
 	}
 	for _, m := range n.members.list() {
-		if m.ID != n.cfg.NodeID && voters[m.ID] && m.Check == index && m.CheckHash != "" {
-			digests[m.ID] = m.CheckHash
+		if at, d := n.members.checkOf(m, n.cfg.Group); m.ID != n.cfg.NodeID && voters[m.ID] && at == index && d != "" {
+			digests[m.ID] = d
 		}
 	}
 	agree := map[string]int{}

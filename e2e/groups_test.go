@@ -408,15 +408,34 @@ func TestAJoiningNodeTakesItsShareOfTheLeaders(t *testing.T) {
 	t.Logf("leaders after the join: %v; n4 leads group %d", leaders, mine)
 }
 
-// A replica of a Raft group other than 0 that finds its state file damaged
-// is rebuilt from that group's leader, as group 0's is (before, it only
+// A replica of a Raft group other than 0 whose state file is damaged is
+// rebuilt from that group's leader, as group 0's is (before, it only
 // stopped): gossip says which group is resyncing (meta.ResyncGroups), the
 // group's leader demotes it and promotes it again once it caught up, and
-// the node's other groups serve on.
+// the node's other groups serve on. A flipped bit is found by the state
+// check's record checksums; a record rewritten whole with a valid checksum
+// only by comparing the replicas' digests of the group, which groups > 0
+// send as gossip messages (groupchecks.go).
 func TestADamagedReplicaOfAnotherGroupIsRebuilt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster fault test; skipped with -short")
 	}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path, needle, team string)
+	}{
+		{"a flipped bit", func(t *testing.T, path, needle, _ string) {
+			if flipEvery(t, path, needle) == 0 {
+				t.Fatalf("the value is not in %s", path)
+			}
+		}},
+		{"a record rewritten with a valid checksum", rewriteKVOf},
+	} {
+		t.Run(tc.name, func(t *testing.T) { damagedReplicaOfGroupOne(t, tc.damage) })
+	}
+}
+
+func damagedReplicaOfGroupOne(t *testing.T, damage func(t *testing.T, path, needle, team string)) {
 	const groups = 2
 	c := startGroupsCluster(t, groups)
 	team := tenantsInGroups(groups)[1]
@@ -448,9 +467,7 @@ func TestADamagedReplicaOfAnotherGroupIsRebuilt(t *testing.T) {
 		t.Fatalf("%s did not apply group 1: %s", f.ID(), why)
 	}
 	f.sigterm(10 * time.Second)
-	if flipEvery(t, filepath.Join(dir, "fsm.db"), needle) == 0 {
-		t.Fatalf("the value is not in %s", dir)
-	}
+	damage(t, filepath.Join(dir, "fsm.db"), needle, team)
 	f.launch()
 	ok, why = pollUntil(90*time.Second, 300*time.Millisecond, func() (bool, string) {
 		gs := groupStatuses(t, f)

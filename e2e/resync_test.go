@@ -17,6 +17,7 @@ import (
 	"github.com/queen-node/queen-node/fsm"
 	"github.com/queen-node/queen-node/kvstore"
 	"github.com/queen-node/queen-node/store"
+	"github.com/queen-node/queen-node/tenant"
 )
 
 // The case protocol-aware recovery exists for (FAST'18; cluster/resync.go):
@@ -213,7 +214,10 @@ func flipMetaPages(t *testing.T, path, _ string) {
 // rewriteKV rewrites the KV record holding needle in the state file at
 // path, with another value of the same length and a valid checksum, as a
 // write the disk lost or put in the wrong place would leave it.
-func rewriteKV(t *testing.T, path, needle string) {
+func rewriteKV(t *testing.T, path, needle string) { rewriteKVOf(t, path, needle, tenant.Default) }
+
+// rewriteKVOf is rewriteKV in the buckets of tenant name.
+func rewriteKVOf(t *testing.T, path, needle, name string) {
 	t.Helper()
 	db, err := store.Open(path, fsm.Buckets, store.Options{})
 	if err != nil {
@@ -222,7 +226,7 @@ func rewriteKV(t *testing.T, path, needle string) {
 	defer db.Close()
 	found := false
 	if err := db.Update(func(b *store.Batch) error {
-		tx := b.Begin()
+		tx := b.In(fsm.ScopeOf(tenant.Key(name))).Begin()
 		c := tx.Cursor(kvstore.BucketEntries)
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if bytes.Contains(v, []byte(needle)) {
