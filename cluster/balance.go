@@ -62,7 +62,7 @@ func (n *Node) preferredLeader() (raft.Server, bool) {
 		}
 		if string(s.ID) != n.cfg.NodeID {
 			m, ok := n.members.byID(string(s.ID))
-			if !ok || !m.Alive || m.resyncIn(n.cfg.Group) {
+			if !ok || !m.Alive || m.Stopping || m.resyncIn(n.cfg.Group) {
 				continue
 			}
 		}

@@ -42,6 +42,9 @@ type meta struct {
 	// ResyncGroups: the same for Raft groups other than 0, one bit per
 	// group (bit g for group g; --raft-groups is at most 64).
 	ResyncGroups uint64 `json:"resyncGroups,omitempty"`
+	// Stopping: this node is draining for a graceful stop; no balancer
+	// hands it a group's leadership (it would lose it again at once).
+	Stopping bool `json:"stopping,omitempty"`
 	// Groups: how many Raft groups the node runs (--raft-groups); 0 = 1.
 	// Nodes that run another number cannot share groups (their Raft ports
 	// speak another wire), so reconcile never adds one.
@@ -176,6 +179,17 @@ func (m *members) setCheck(index uint64, digest string) {
 	m.self.Check, m.self.CheckHash = index, digest
 	m.mu.Unlock()
 	_ = m.ml.UpdateNode(time.Second)
+}
+
+// setStopping publishes that this node is draining to stop.
+func (m *members) setStopping() {
+	m.mu.Lock()
+	changed := !m.self.Stopping
+	m.self.Stopping = true
+	m.mu.Unlock()
+	if changed {
+		_ = m.ml.UpdateNode(time.Second)
+	}
 }
 
 // checkedIn reports whether the node's group g ran a state check since it

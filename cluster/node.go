@@ -502,6 +502,9 @@ const readyLag = 1024
 func (n *Node) Drain() {
 	n.drainOnce.Do(func() {
 		close(n.draining)
+		if n.members != nil {
+			n.members.setStopping() // the other nodes' balancers pass it over from now on
+		}
 		n.transferLeadership("before shutdown")
 	})
 }

@@ -157,12 +157,10 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		w   workload.Workload
 	}
 	var jobs []job
-	var env *workload.Env // the default tenant's: its history is the report's
+	var envs []*workload.Env // every tenant's, the default's first
 	for i, name := range tenantNames(o.Tenants, o.Groups) {
 		e := &workload.Env{Cluster: c, Rec: history.New(), Seed: o.Seed + int64(i), Logf: o.Logf, Retention: o.Retention, Tenant: name}
-		if env == nil {
-			env = e
-		}
+		envs = append(envs, e)
 		wls, _ := workload.ByName(o.Workloads)
 		for _, w := range wls {
 			if name != "" && w.Name() == "kafka" {
@@ -247,7 +245,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	sum.OK = len(sum.Violations) == 0 && sum.Lost == 0 && sum.Duplicated == 0 && sum.Linearizable
 	if !sum.OK {
 		sum.Report = filepath.Join(o.Dir, "report")
-		writeReport(sum, env.Rec, c, faultLog, files, o)
+		writeReport(sum, envs, c, faultLog, files, o)
 	}
 	return sum, nil
 }
@@ -300,10 +298,16 @@ func nemesis(ctx context.Context, c *harness.Cluster, faults []failpoint.Fault, 
 	}
 }
 
-func writeReport(sum Summary, rec *history.Recorder, c *harness.Cluster, faults []string, files map[string][]byte, o Options) {
+func writeReport(sum Summary, envs []*workload.Env, c *harness.Cluster, faults []string, files map[string][]byte, o Options) {
 	dir := sum.Report
 	os.MkdirAll(dir, 0o755)
-	rec.WriteFile(filepath.Join(dir, "history.jsonl"))
+	for _, e := range envs { // the default tenant's history.jsonl, another's history-<tenant>.jsonl
+		name := "history.jsonl"
+		if e.Tenant != "" {
+			name = "history-" + e.Tenant + ".jsonl"
+		}
+		e.Rec.WriteFile(filepath.Join(dir, name))
+	}
 	os.WriteFile(filepath.Join(dir, "faults.txt"), []byte(strings.Join(faults, "\n")+"\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(sum.Violations, "\n")+"\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(fmt.Sprintf("%s\nseed %d\n", sum.Line(), o.Seed)), 0o644)
