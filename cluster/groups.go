@@ -79,7 +79,7 @@ func StartGroups(cfg Config, n int) (*Groups, error) {
 	gs.mux = mux
 	for g := range n {
 		gc := cfg
-		gc.Group, gc.Groups, gc.Layer = g, n, mux.Layer(g)
+		gc.Group, gc.Groups, gc.Layer = g, n, func() raft.StreamLayer { return mux.Layer(g) }
 		gc.Logger = cfg.Logger.With("group", g)
 		if cfg.Registry != nil {
 			gc.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"group": strconv.Itoa(g)}, cfg.Registry)

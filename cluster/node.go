@@ -95,10 +95,11 @@ type Config struct {
 	// Group is the Raft group this Node is (0 when the node runs one);
 	// Groups is how many the node runs (--raft-groups; 0 = 1). A group
 	// other than 0 shares group 0's gossip membership (members), takes
-	// its stream layer from the node's Raft port mux (Layer), and
-	// bootstraps when group 0 does (OnBootstrap), with the same voters.
+	// a stream layer from the node's Raft port mux (Layer: a new one each
+	// time its stores open), and bootstraps when group 0 does
+	// (OnBootstrap), with the same voters.
 	Group, Groups int
-	Layer         raft.StreamLayer
+	Layer         func() raft.StreamLayer
 	members       *members
 	// OnBootstrap is told the voters group 0 bootstrapped with.
 	OnBootstrap func([]raft.Server)
@@ -313,7 +314,7 @@ func (n *Node) openFiles(marker *resyncMarker, fsmMetrics *fsm.Metrics, hlog hcl
 		return err
 	}
 	n.stores, err = raftlog.Open(raftlog.Config{
-		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog, Layer: cfg.Layer,
+		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog, Layer: layerOf(cfg),
 		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
 		OnCorrupt: func(err error) { n.damage.Note(damage.RaftLog, err) },
 	})
@@ -638,4 +639,13 @@ func clientTLS(p *tlsfiles.Peer) *tls.Config {
 		return nil
 	}
 	return p.ClientConfig()
+}
+
+// layerOf is a new stream layer of cfg's group on the mux, or nil (a
+// listener of its own).
+func layerOf(cfg Config) raft.StreamLayer {
+	if cfg.Layer == nil {
+		return nil
+	}
+	return cfg.Layer()
 }

@@ -47,7 +47,7 @@ func Recover(cfg Config) (lastIndex uint64, err error) {
 	defer mux.Close()
 	for g := groups - 1; g >= 0; g-- {
 		gc := cfg
-		gc.Group, gc.Groups, gc.Layer = g, groups, mux.Layer(g)
+		gc.Group, gc.Groups, gc.Layer = g, groups, func() raft.StreamLayer { return mux.Layer(g) }
 		gc.Logger = cfg.Logger.With("group", g)
 		if g > 0 {
 			gc.DataDir = filepath.Join(cfg.DataDir, "groups", strconv.Itoa(g))
@@ -79,7 +79,7 @@ func recoverGroup(cfg Config, mux *raftlog.Mux) (uint64, error) {
 	rcfg := raftlog.Config{Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr,
 		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, Log: cfg.RaftLog}
 	if mux != nil {
-		rcfg.Layer = cfg.Layer
+		rcfg.Layer = layerOf(cfg)
 	}
 	stores, err := raftlog.Open(rcfg)
 	if err != nil {

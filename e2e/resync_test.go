@@ -273,7 +273,16 @@ func TestTheOnlyVoterRefusesToStartOnADamagedLog(t *testing.T) {
 // when the node opens it at start: the node rebuilds itself from the
 // leader like any damaged node, its damaged snapshot set aside.
 func TestADamagedSnapshotIsFoundAtOpenAndRebuilt(t *testing.T) {
-	c := startCluster(t, nodeOpts{SnapshotThreshold: 100, SnapshotInterval: 50 * time.Millisecond})
+	// with --raft-groups 2 the stores are opened again on the Raft port's
+	// mux (before, the reopened transport found its layer closed and the
+	// node never caught up: jepsen r9)
+	for _, groups := range []string{"1", "2"} {
+		t.Run("raft-groups="+groups, func(t *testing.T) { damagedSnapshotAtOpen(t, groups) })
+	}
+}
+
+func damagedSnapshotAtOpen(t *testing.T, groups string) {
+	c := startCluster(t, nodeOpts{SnapshotThreshold: 100, SnapshotInterval: 50 * time.Millisecond, Extra: []string{"--raft-groups", groups}})
 	l := c.leader(30 * time.Second)
 	f := c.others(l)[0]
 	a := l.api(t)

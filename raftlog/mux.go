@@ -61,14 +61,18 @@ func NewMux(bind, advertise string, groups int, serverTLS, clientTLS *tls.Config
 	}
 	m := &Mux{ln: ln, advertise: hostAddr(advertise), clientTLS: clientTLS, log: logger.Named("mux"), done: make(chan struct{})}
 	for g := range groups {
-		m.layers = append(m.layers, &groupLayer{m: m, group: byte(g), conns: make(chan net.Conn), closed: make(chan struct{})})
+		m.layers = append(m.layers, &groupLayer{m: m, group: byte(g), conns: make(chan net.Conn)})
 	}
 	go m.accept()
 	return m, nil
 }
 
-// Layer is group g's stream layer, for Config.Layer.
-func (m *Mux) Layer(g int) raft.StreamLayer { return m.layers[g] }
+// Layer is a new stream layer of group g, for Config.Layer: one per
+// transport, since a transport closes its layer when it closes (a group's
+// stores are opened again after damage found at open, on the same mux).
+func (m *Mux) Layer(g int) raft.StreamLayer {
+	return &layerHandle{groupLayer: m.layers[g], closed: make(chan struct{})}
+}
 
 // Close stops listening; each group's transport closes its own layer.
 func (m *Mux) Close() error {
@@ -119,23 +123,29 @@ func (m *Mux) route(conn net.Conn) {
 	l := m.layers[hdr[1]]
 	select {
 	case l.conns <- conn:
-	case <-l.closed:
+	case <-time.After(headerTimeout): // no transport of that group accepts (it is being reopened)
 		conn.Close()
 	case <-m.done:
 		conn.Close()
 	}
 }
 
-// groupLayer is one group's raft.StreamLayer over the mux.
+// groupLayer is one group's side of the mux: where its connections wait
+// for its transport's Accept.
 type groupLayer struct {
-	m         *Mux
-	group     byte
-	conns     chan net.Conn
+	m     *Mux
+	group byte
+	conns chan net.Conn
+}
+
+// layerHandle is one transport's raft.StreamLayer of a group.
+type layerHandle struct {
+	*groupLayer
 	closed    chan struct{}
 	closeOnce sync.Once
 }
 
-func (l *groupLayer) Accept() (net.Conn, error) {
+func (l *layerHandle) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
@@ -146,7 +156,7 @@ func (l *groupLayer) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *groupLayer) Close() error {
+func (l *layerHandle) Close() error {
 	l.closeOnce.Do(func() { close(l.closed) })
 	return nil
 }

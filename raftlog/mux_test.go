@@ -47,8 +47,22 @@ func TestMuxHandsEachConnectionToItsGroup(t *testing.T) {
 	if _, err := NewMux("127.0.0.1:0", "0.0.0.0:1", 2, nil, nil, nil); err == nil {
 		t.Fatal("an unreachable advertise address was taken")
 	}
-	m.Layer(1).Close()
-	if _, err := m.Layer(1).Accept(); err == nil {
+	closed := m.Layer(1)
+	closed.Close()
+	if _, err := closed.Accept(); err == nil {
 		t.Fatal("a closed layer accepted")
+	}
+	// a group's stores opened again (damage found at open) take a new
+	// layer of the same group, which still accepts
+	again := m.Layer(1)
+	c, err := again.Dial(addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if in, err := again.Accept(); err != nil {
+		t.Fatalf("a new layer after a closed one: %v", err)
+	} else {
+		in.Close()
 	}
 }
