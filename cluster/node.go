@@ -316,7 +316,8 @@ func (n *Node) openFiles(marker *resyncMarker, fsmMetrics *fsm.Metrics, hlog hcl
 	n.stores, err = raftlog.Open(raftlog.Config{
 		Dir: filepath.Join(cfg.DataDir, "raft"), BindAddr: cfg.RaftAddr, Log: cfg.RaftLog, Layer: layerOf(cfg),
 		AdvertiseAddr: cfg.RaftAdvertise, Logger: hlog, ServerTLS: serverTLS(cfg.PeerTLS), ClientTLS: clientTLS(cfg.PeerTLS),
-		OnCorrupt: func(err error) { n.damage.Note(damage.RaftLog, err) },
+		OnCorrupt:  func(err error) { n.damage.Note(damage.RaftLog, err) },
+		CacheBytes: raftlog.CacheShare(0, cfg.Groups),
 	})
 	if err != nil {
 		n.db.Close()

@@ -137,3 +137,16 @@ func TestADamagedEntryIsNotServed(t *testing.T) {
 		t.Fatalf("raft's own entry: %v", err)
 	}
 }
+
+func TestCacheShareSplitsOneNodeBudget(t *testing.T) {
+	for _, c := range []struct{ total, groups, want int }{
+		{0, 1, DefaultCacheBytes},
+		{0, 3, DefaultCacheBytes / 3},
+		{0, 0, DefaultCacheBytes},
+		{12 << 20, 4, 3 << 20},
+	} {
+		if got := CacheShare(c.total, c.groups); got != c.want {
+			t.Errorf("CacheShare(%d, %d) = %d, want %d", c.total, c.groups, got, c.want)
+		}
+	}
+}

@@ -34,7 +34,10 @@ type Config struct {
 	Timeout time.Duration
 	// SnapshotsRetained; 0 = 2.
 	SnapshotsRetained int
-	// CacheBytes bounds the in-memory cache of recent entries; 0 = 32 MiB.
+	// CacheBytes bounds the in-memory cache of recent entries; 0 =
+	// DefaultCacheBytes. A node of several Raft groups gives each group its
+	// share of one node-wide budget (CacheShare), so that memory does not
+	// grow with the number of groups.
 	CacheBytes int
 	// ServerTLS and ClientTLS make the transport mutual TLS (both or
 	// neither): the listener's and the dialer's configurations.
@@ -48,6 +51,21 @@ type Config struct {
 	// Layer, when set, is the stream layer of the transport (a group's of a
 	// Mux) instead of a listener on BindAddr.
 	Layer raft.StreamLayer
+}
+
+// DefaultCacheBytes is a node's budget for cached log entries, over all of
+// its Raft groups: enough for several seconds of batched pushes, which is
+// all a follower that keeps up (its apply reads) and a leader replicating
+// to it need.
+const DefaultCacheBytes = 32 << 20
+
+// CacheShare is one group's share of a node-wide cache budget of total
+// bytes (0 = DefaultCacheBytes) when the node runs groups groups.
+func CacheShare(total, groups int) int {
+	if total <= 0 {
+		total = DefaultCacheBytes
+	}
+	return total / max(groups, 1)
 }
 
 // Stores are the opened parts.
@@ -126,7 +144,7 @@ func Open(cfg Config) (*Stores, error) {
 	}
 	cacheBytes := cfg.CacheBytes
 	if cacheBytes == 0 {
-		cacheBytes = 32 << 20
+		cacheBytes = DefaultCacheBytes
 	}
 	logs, err := newByteCache(store, cacheBytes)
 	if err != nil {
