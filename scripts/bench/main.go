@@ -132,6 +132,7 @@ type options struct {
 	keepData    bool    // keep the started nodes' dir
 	scaleCap    float64 // scaleout: each node's CPU cap, in cores
 	scaleRouted bool    // scaleout: clients route to their tenant's group leader
+	scaleRounds int     // scaleout: rounds of both runs (ABBA order)
 	secure      bool    // with -start: TLS on every link and JWT on (secure.go)
 	profileDir  string  // scaleout: CPU profiles of every node per phase (profile.go)
 
@@ -282,6 +283,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
 	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.45, "scaleout: each node's CPU cap in cores (its own cgroup)")
+	fs.IntVar(&o.scaleRounds, "scaleout-rounds", 2, "scaleout: rounds of both runs, each on fresh nodes, in the order 1 3, 3 1, 1 3, ...; the ratio is of the rates summed over the rounds")
 	fs.BoolVar(&o.scaleRouted, "scaleout-routed", true, "scaleout: each client sends to its tenant's group leader (false: workers spread over the nodes, followers forward)")
 	fs.StringVar(&o.profileDir, "profile", "", "scaleout: write every node's CPU profile of each phase to this directory (turns on the nodes' --pprof)")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")
@@ -324,6 +326,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	}
 	if fs.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.scaleRounds < 1 {
+		return nil, nil, errors.New("-scaleout-rounds must be >= 1")
 	}
 	if o.conns < 1 || o.batch < 1 || o.payload < 9 || o.duration <= 0 || o.prefill < 1 || o.orders < 1 {
 		return nil, nil, errors.New("-conns, -batch, -prefill, -orders must be >= 1, -payload >= 9, -duration > 0")

@@ -7,13 +7,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
 
 // -profile DIR: while a phase of scaleout runs, every node's CPU profile
 // (the node's --pprof, which -profile turns on) is taken over the phase and
-// written to DIR/<run>-<phase>-<node>.pprof, to read with go tool pprof.
+// written to DIR/<run>-<phase>-<node>.pprof, to read with go tool pprof;
+// the load generator's own is DIR/<run>-<phase>-load.pprof.
 
 // profileNodes starts one CPU profile of secs seconds per node and returns
 // a wait that writes them; with no dir it does nothing.
@@ -23,7 +25,28 @@ func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string,
 	}
 	secs := max(int(d/time.Second)-1, 1)
 	var wg sync.WaitGroup
-	errs := make([]error, len(urls))
+	errs := make([]error, len(urls)+1)
+	err := os.MkdirAll(dir, 0o755)
+	var self *os.File
+	if err == nil {
+		self, err = os.Create(filepath.Join(dir, prefix+"-load.pprof"))
+	}
+	if err == nil {
+		err = pprof.StartCPUProfile(self)
+	}
+	if err != nil {
+		return func() error { return err }
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-time.After(time.Duration(secs) * time.Second):
+		case <-ctx.Done():
+		}
+		pprof.StopCPUProfile()
+		errs[len(urls)] = self.Close()
+	}()
 	for i, u := range urls {
 		wg.Add(1)
 		go func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,21 +53,32 @@ func runScaleout(ctx context.Context, o *options, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
 	}
-	var runs []*scaleRun
-	for _, groups := range []int{1, 3} {
-		fmt.Fprintf(stderr, "bench: scaleout with --raft-groups %d ...\n", groups)
-		r, err := scaleoutOnce(ctx, o, bin, work, groups, stderr)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: scaleout --raft-groups %d: %v\n", groups, err)
-			return 1
+	var ones, threes []*scaleRun
+	for round := range o.scaleRounds {
+		order := []int{1, 3}
+		if round%2 == 1 {
+			order = []int{3, 1} // ABBA: neither configuration always runs on the warmer machine
 		}
-		runs = append(runs, r)
+		for _, groups := range order {
+			fmt.Fprintf(stderr, "bench: scaleout round %d with --raft-groups %d ...\n", round+1, groups)
+			r, err := scaleoutOnce(ctx, o, bin, work, round, groups, stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: scaleout --raft-groups %d: %v\n", groups, err)
+				return 1
+			}
+			if groups == 1 {
+				ones = append(ones, r)
+			} else {
+				threes = append(threes, r)
+			}
+		}
 	}
-	return reportScaleout(stdout, o, runs[0], runs[1])
+	return reportScaleout(stdout, o, ones, threes)
 }
 
 // scaleRun is one configuration's measurements.
 type scaleRun struct {
+	round   int
 	groups  int
 	leaders []string // group → leader id, as the phases began
 	nodes   []string // node ids, in the order of cpu
@@ -101,13 +113,13 @@ func scaleTenants() []string {
 	return names
 }
 
-func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int, stderr io.Writer) (*scaleRun, error) {
+func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, groups int, stderr io.Writer) (*scaleRun, error) {
 	flags := []string{"--raft-groups", fmt.Sprint(groups), "--trust-tenant-header", "--kv-read-rate", "0",
 		"--default-subscription-mode", "all"}
 	if o.profileDir != "" {
 		flags = append(flags, "--pprof")
 	}
-	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/g%d", work, groups), Nodes: 3,
+	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/r%d-g%d", work, round, groups), Nodes: 3,
 		Flags: append(flags, strings.Fields(o.nodeArgs)...),
 		Logf:  func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
 	if err != nil {
@@ -119,11 +131,11 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int,
 		}
 		c.Stop()
 	}()
-	r := &scaleRun{groups: groups}
+	r := &scaleRun{round: round + 1, groups: groups}
 	var pids []int
 	var cgs []*cpuCgroup
 	for i, n := range c.Nodes() {
-		cg, err := newCPUCgroup(fmt.Sprintf("qn-scaleout-%s-g%d-n%d", runID, groups, i+1), o.scaleCap)
+		cg, err := newCPUCgroup(fmt.Sprintf("qn-scaleout-%s-r%d-g%d-n%d", runID, round, groups, i+1), o.scaleCap)
 		if err != nil {
 			return nil, err
 		}
@@ -176,7 +188,7 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, groups int,
 	}()
 	pool := newPayloadPool(o.payload)
 	measure := func(phase string, p *scalePhase, workers int, step func(w int) (int64, error)) {
-		profiled := profileNodes(ctx, o.profileDir, fmt.Sprintf("g%d-%s", groups, phase), r.nodes, urls, o.duration)
+		profiled := profileNodes(ctx, o.profileDir, fmt.Sprintf("r%d-g%d-%s", round+1, groups, phase), r.nodes, urls, o.duration)
 		defer func() {
 			if err := profiled(); err != nil {
 				fmt.Fprintln(stderr, "bench:", err)
@@ -290,20 +302,18 @@ func awaitSpread(ctx context.Context, url string, groups int, limit time.Duratio
 	return nil, fmt.Errorf("the groups' leaders did not spread within %v: %v", limit, last)
 }
 
-func reportScaleout(w io.Writer, o *options, one, three *scaleRun) int {
+func reportScaleout(w io.Writer, o *options, ones, threes []*scaleRun) int {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	shape := "each client sends to its tenant's group leader (leader routing)"
 	if !o.scaleRouted {
 		shape = "workers spread over the nodes, followers forward"
 	}
-	fmt.Fprintf(w, "scaleout: 3 nodes, each capped at %.2f core (cgroup v1 cpu, period %d ms); the load generator is not capped; %s\n",
-		o.scaleCap, cgroupPeriodUs/1000, shape)
-	fmt.Fprintln(tw, "groups\tphase\tmsgs\tsecs\tmsg/s\terrors\tnode CPU share of its cap (leader of)\tthrottled ms\tload gen cores\t")
-	for _, r := range []*scaleRun{one, three} {
-		for _, ph := range []struct {
-			name string
-			p    scalePhase
-		}{{"push", r.push}, {"eo", r.eo}} {
+	fmt.Fprintf(w, "scaleout: 3 nodes, each capped at %.2f core (cgroup v1 cpu, period %d ms); the load generator is not capped; %s; %d round(s), run order 1 3, 3 1, ...\n",
+		o.scaleCap, cgroupPeriodUs/1000, shape, len(ones))
+	fmt.Fprintln(tw, "round\tgroups\tphase\tmsgs\tsecs\tmsg/s\terrors\tnode CPU share of its cap (leader of)\tthrottled ms\tload gen cores\t")
+	for _, r := range slices.Concat(ones, threes) {
+		for _, ph := range scalePhases {
+			p := ph.of(r)
 			var shares, thr []string
 			for i, id := range r.nodes {
 				var led []string
@@ -312,50 +322,74 @@ func reportScaleout(w io.Writer, o *options, one, three *scaleRun) int {
 						led = append(led, fmt.Sprint(g))
 					}
 				}
-				shares = append(shares, fmt.Sprintf("%s %.0f%% (%s)", id, 100*ph.p.cpu[i].Seconds()/(ph.p.secs*o.scaleCap), strings.Join(led, ",")))
-				thr = append(thr, fmt.Sprint(ph.p.throttled[i]/1000))
+				shares = append(shares, fmt.Sprintf("%s %.0f%% (%s)", id, 100*p.cpu[i].Seconds()/(p.secs*o.scaleCap), strings.Join(led, ",")))
+				thr = append(thr, fmt.Sprint(p.throttled[i]/1000))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%.0f\t%d\t%s\t%s\t%.2f\t\n", r.groups, ph.name, ph.p.msgs, ph.p.secs, ph.p.rate(), ph.p.errors,
-				strings.Join(shares, "  "), strings.Join(thr, " "), ph.p.load.Seconds()/ph.p.secs)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.1f\t%.0f\t%d\t%s\t%s\t%.2f\t\n", r.round, r.groups, ph.name, p.msgs, p.secs, p.rate(), p.errors,
+				strings.Join(shares, "  "), strings.Join(thr, " "), p.load.Seconds()/p.secs)
 		}
 	}
 	tw.Flush()
-	for _, r := range []*scaleRun{one, three} {
+	for _, r := range slices.Concat(ones, threes) {
 		if r.capsOK != nil {
 			fmt.Fprintf(w, "scaleout: NO RATIO: the caps are not in force (%v)\n", r.capsOK)
 			return 1
 		}
 	}
 	failed := false
-	for _, ph := range []string{"push", "eo"} {
-		p1, p3 := one.push, three.push
-		if ph == "eo" {
-			p1, p3 = one.eo, three.eo
-		}
-		lead := 0
-		for i, id := range one.nodes {
-			if id == one.leaders[0] {
-				lead = i
-			}
-		}
-		var follow time.Duration
-		for i := range one.nodes {
-			if i != lead {
-				follow += p1.cpu[i]
-			}
-		}
-		L := p1.cpu[lead].Seconds() / float64(p1.msgs) * 1e6
-		F := follow.Seconds() / 2 / float64(p1.msgs) * 1e6
+	for _, ph := range scalePhases {
+		one, three := sumPhase(ones, ph), sumPhase(threes, ph)
+		L := one.leader.Seconds() / float64(one.msgs) * 1e6
+		F := one.followers.Seconds() / 2 / float64(one.msgs) * 1e6
 		ceiling := 3 * L / (L + 2*F)
-		ratio := p3.rate() / p1.rate()
-		fmt.Fprintf(w, "scaleout %s: L %.1f µs/msg, F %.1f µs/msg (one group); ceiling 3L/(L+2F) = %.2fx; measured %.0f → %.0f msg/s = %.2fx = %.0f%% of the ceiling\n",
-			ph, L, F, ceiling, p1.rate(), p3.rate(), ratio, 100*ratio/ceiling)
-		if p1.errors+p3.errors > 0 {
-			failed = true
+		ratio := three.rate() / one.rate()
+		var rounds []string
+		for i := range ones {
+			rounds = append(rounds, fmt.Sprintf("%.2fx", ph.of(threes[i]).rate()/ph.of(ones[i]).rate()))
 		}
+		fmt.Fprintf(w, "scaleout %s: L %.1f µs/msg, F %.1f µs/msg (one group); ceiling 3L/(L+2F) = %.2fx; measured %.0f → %.0f msg/s = %.2fx = %.0f%% of the ceiling (rounds: %s)\n",
+			ph.name, L, F, ceiling, one.rate(), three.rate(), ratio, 100*ratio/ceiling, strings.Join(rounds, " "))
+		failed = failed || one.errors+three.errors > 0
 	}
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// namedPhase is one of a run's two phases.
+type namedPhase struct {
+	name string
+	of   func(*scaleRun) *scalePhase
+}
+
+var scalePhases = []namedPhase{
+	{"push", func(r *scaleRun) *scalePhase { return &r.push }},
+	{"eo", func(r *scaleRun) *scalePhase { return &r.eo }},
+}
+
+// phaseSum is one phase summed over the runs of one configuration: the
+// leader's CPU is that of group 0's leader in each run.
+type phaseSum struct {
+	msgs, errors      int64
+	secs              float64
+	leader, followers time.Duration
+}
+
+func (p phaseSum) rate() float64 { return float64(p.msgs) / p.secs }
+
+func sumPhase(runs []*scaleRun, ph namedPhase) phaseSum {
+	var s phaseSum
+	for _, r := range runs {
+		p := ph.of(r)
+		s.msgs, s.errors, s.secs = s.msgs+p.msgs, s.errors+p.errors, s.secs+p.secs
+		for i, id := range r.nodes {
+			if id == r.leaders[0] {
+				s.leader += p.cpu[i]
+			} else {
+				s.followers += p.cpu[i]
+			}
+		}
+	}
+	return s
 }
