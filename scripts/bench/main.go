@@ -127,14 +127,15 @@ type options struct {
 	// /health) instead of spreading them over the nodes: what a client that
 	// can learn the leader does (the Go client given every node).
 	leaderAware bool
-	stages      bool    // the per-stage CPU budgets (stages.go)
-	before      string  // with -vs-nats: a binary of the commit before, run too
-	keepData    bool    // keep the started nodes' dir
-	scaleCap    float64 // scaleout: each node's CPU cap, in cores
-	scaleRouted bool    // scaleout: clients route to their tenant's group leader
-	scaleRounds int     // scaleout: rounds of both runs (ABBA order)
-	secure      bool    // with -start: TLS on every link and JWT on (secure.go)
-	profileDir  string  // scaleout: CPU profiles of every node per phase (profile.go)
+	stages      bool          // the per-stage CPU budgets (stages.go)
+	before      string        // with -vs-nats: a binary of the commit before, run too
+	keepData    bool          // keep the started nodes' dir
+	scaleCap    float64       // scaleout: each node's CPU cap, in cores
+	scaleRouted bool          // scaleout: clients route to their tenant's group leader
+	scaleRounds int           // scaleout: rounds of both runs (ABBA order)
+	scaleWarmup time.Duration // scaleout: untimed load before each phase
+	secure      bool          // with -start: TLS on every link and JWT on (secure.go)
+	profileDir  string        // scaleout: CPU profiles of every node per phase (profile.go)
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 	// faulty: the nodes were started by jepsen's harness (lossyfs disks,
@@ -284,6 +285,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
 	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.45, "scaleout: each node's CPU cap in cores (its own cgroup)")
 	fs.IntVar(&o.scaleRounds, "scaleout-rounds", 2, "scaleout: rounds of both runs, each on fresh nodes, in the order 1 3, 3 1, 1 3, ...; the ratio is of the rates summed over the rounds")
+	fs.DurationVar(&o.scaleWarmup, "scaleout-warmup", 5*time.Second, "scaleout: the same load, not measured, before each phase (a fresh node's first seconds grow its heap, files and caches)")
 	fs.BoolVar(&o.scaleRouted, "scaleout-routed", true, "scaleout: each client sends to its tenant's group leader (false: workers spread over the nodes, followers forward)")
 	fs.StringVar(&o.profileDir, "profile", "", "scaleout: write every node's CPU profile of each phase to this directory (turns on the nodes' --pprof)")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")

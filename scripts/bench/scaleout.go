@@ -23,17 +23,22 @@ import (
 // Raft groups whose leaders spread over the nodes? Three nodes, each in a
 // cgroup of its own capped at -scaleout-cap of a core (the three caps and
 // the load generator fit in this machine's two cores), run twice in one
-// sitting: with --raft-groups 1 and with --raft-groups 3. Three tenants
-// (one per group of the second run) each
+// sitting: with --raft-groups 1 and with --raft-groups 3, -scaleout-rounds
+// times in the order 1 3, 3 1, ... (ABBA: a drift of the machine's speed
+// within the sitting weighs on both alike), each run on fresh nodes. Each
+// phase runs -scaleout-warmup unmeasured first. Three tenants (one per
+// group of the second run) each
 //
 //	push   batched pushes, 100 items a request, o.conns/3 workers a tenant;
 //	eo     the seed's exactly-once pattern, max(8, o.conns/3) workers a tenant: pop one
 //	       order, read its marker, commit ack + marker in one transaction,
 //
-// with workers spread over the three nodes (followers forward). Every node
+// each client sending to its tenant's group leader (-scaleout-routed=false:
+// workers spread over the three nodes, followers forward). Every node
 // follows every group, so the gain has a ceiling: with L the leader's and
 // F a follower's CPU per message in the one-group run, three groups give
-// at most 3L/(L+2F). The report gives both rates, their ratio, the ceiling,
+// at most 3L/(L+2F). The report gives every run's rates, the ratio of the
+// rates summed over the rounds and each round's, the ceiling,
 // each node's CPU share of its cap, the cgroups' throttled time, and the
 // load generator's own CPU. It refuses to print a ratio unless it read the
 // caps back from the cgroup files with every node in its group.
@@ -188,6 +193,12 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 	}()
 	pool := newPayloadPool(o.payload)
 	measure := func(phase string, p *scalePhase, workers int, step func(w int) (int64, error)) {
+		runFor(ctx, workers, o.scaleWarmup, func(w int) bool {
+			if _, err := step(w); err != nil {
+				return pause(ctx, 20*time.Millisecond)
+			}
+			return true
+		})
 		profiled := profileNodes(ctx, o.profileDir, fmt.Sprintf("r%d-g%d-%s", round+1, groups, phase), r.nodes, urls, o.duration)
 		defer func() {
 			if err := profiled(); err != nil {
