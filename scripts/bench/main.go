@@ -134,6 +134,7 @@ type options struct {
 	scaleRouted bool          // scaleout: clients route to their tenant's group leader
 	scaleRounds int           // scaleout: rounds of both runs (ABBA order)
 	scaleWarmup time.Duration // scaleout: untimed load before each phase
+	scaleProcs  int           // scaleout: the nodes' GOMAXPROCS (0: the Go runtime's default)
 	secure      bool          // with -start: TLS on every link and JWT on (secure.go)
 	profileDir  string        // scaleout: CPU profiles of every node per phase (profile.go)
 
@@ -286,6 +287,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.45, "scaleout: each node's CPU cap in cores (its own cgroup)")
 	fs.IntVar(&o.scaleRounds, "scaleout-rounds", 2, "scaleout: rounds of both runs, each on fresh nodes, in the order 1 3, 3 1, 1 3, ...; the ratio is of the rates summed over the rounds")
 	fs.DurationVar(&o.scaleWarmup, "scaleout-warmup", 5*time.Second, "scaleout: the same load, not measured, before each phase (a fresh node's first seconds grow its heap, files and caches)")
+	fs.IntVar(&o.scaleProcs, "scaleout-gomaxprocs", 0, "scaleout: the nodes' GOMAXPROCS (0: the runtime's default, which is at least 2 however low the cap)")
 	fs.BoolVar(&o.scaleRouted, "scaleout-routed", true, "scaleout: each client sends to its tenant's group leader (false: workers spread over the nodes, followers forward)")
 	fs.StringVar(&o.profileDir, "profile", "", "scaleout: write every node's CPU profile of each phase to this directory (turns on the nodes' --pprof)")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")

@@ -125,8 +125,8 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 		flags = append(flags, "--pprof")
 	}
 	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/r%d-g%d", work, round, groups), Nodes: 3,
-		Flags: append(flags, strings.Fields(o.nodeArgs)...),
-		Logf:  func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
+		Flags: append(flags, strings.Fields(o.nodeArgs)...), Env: nodeEnv(o),
+		Logf: func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
 	if err != nil {
 		return nil, err
 	}
@@ -403,4 +403,12 @@ func sumPhase(runs []*scaleRun, ph namedPhase) phaseSum {
 		}
 	}
 	return s
+}
+
+// nodeEnv is the nodes' environment beyond the bench's own.
+func nodeEnv(o *options) []string {
+	if o.scaleProcs > 0 {
+		return []string{fmt.Sprintf("GOMAXPROCS=%d", o.scaleProcs)}
+	}
+	return nil
 }
