@@ -12,9 +12,11 @@ import (
 // each check's digest to every other member as a memberlist user message
 // (over the same encrypted gossip), and every node keeps the last one it
 // heard per node and group; compareChecks reads them as it reads group 0's
-// metadata. A message lost or sent before a node joined leaves that node
-// with fewer digests to compare, never a wrong verdict: it judges only
-// when a majority of the voters' digests for one index agree.
+// metadata. A message lost leaves a node with fewer digests to compare,
+// never a wrong verdict: it judges only when a majority of the voters'
+// digests for one index agree. A node that joins or rejoins gossip is sent
+// every member's last checks, and a node whose digest differs is sent them
+// again (sendOwnGroupChecks), so that it can find its own damage.
 
 // checkMsgKind opens a group check message (the only user message).
 const checkMsgKind = 'c'
@@ -32,12 +34,52 @@ type groupCheck struct {
 func (m *members) publishGroupCheck(g int, index uint64, digest string) {
 	c := groupCheck{ID: m.self.ID, Group: g, Index: index, Digest: digest}
 	m.noteGroupCheck(c)
-	b, _ := json.Marshal(c)
-	msg := append([]byte{checkMsgKind}, b...)
+	msg := groupCheckMsg(c)
 	self := m.ml.LocalNode().Name
 	for _, node := range m.ml.Members() {
 		if node.Name != self {
 			go func(n *memberlist.Node) { _ = m.ml.SendReliable(n, msg) }(node)
+		}
+	}
+}
+
+func groupCheckMsg(c groupCheck) []byte {
+	b, _ := json.Marshal(c)
+	return append([]byte{checkMsgKind}, b...)
+}
+
+// sendOwnGroupChecks sends this node's last check of every group > 0 to
+// member n again. It runs when n joins or rejoins gossip, and when this node
+// finds n's digest differing from the majority's: a replica that restarted
+// runs its first check at once, and the others' checks of that index may
+// have been sent while gossip still had it down. Without them it could not
+// see that its own digest is the one that differs, and would not be rebuilt
+// until the group's next check.
+func (m *members) sendOwnGroupChecks(n *memberlist.Node) {
+	m.mu.Lock()
+	var msgs [][]byte
+	for _, c := range m.groupChecks[m.self.ID] {
+		msgs = append(msgs, groupCheckMsg(c))
+	}
+	m.mu.Unlock()
+	if len(msgs) == 0 || n.Name == m.self.ID {
+		return
+	}
+	go func() {
+		for _, msg := range msgs {
+			_ = m.ml.SendReliable(n, msg)
+		}
+	}()
+}
+
+// resendGroupChecksTo is sendOwnGroupChecks to the live member named id.
+func (m *members) resendGroupChecksTo(id string) {
+	if m.ml == nil {
+		return
+	}
+	for _, node := range m.ml.Members() {
+		if node.Name == id {
+			m.sendOwnGroupChecks(node)
 		}
 	}
 }

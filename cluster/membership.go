@@ -86,9 +86,12 @@ func (m *members) NodeMeta(limit int) []byte {
 func (m *members) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (m *members) LocalState(join bool) []byte                { return nil }
 func (m *members) MergeRemoteState(buf []byte, join bool)     {}
-func (m *members) NotifyJoin(n *memberlist.Node)              { m.record(n, true) }
-func (m *members) NotifyLeave(n *memberlist.Node)             { m.record(n, false) }
-func (m *members) NotifyUpdate(n *memberlist.Node)            { m.record(n, true) }
+func (m *members) NotifyJoin(n *memberlist.Node) {
+	m.record(n, true)
+	m.sendOwnGroupChecks(n)
+}
+func (m *members) NotifyLeave(n *memberlist.Node)  { m.record(n, false) }
+func (m *members) NotifyUpdate(n *memberlist.Node) { m.record(n, true) }
 
 // record copies what a member says about itself; memberlist calls this with
 // its own lock held, so the node's fields are stable here.

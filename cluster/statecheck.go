@@ -182,6 +182,9 @@ func (n *Node) compareChecks() {
 				c.checks.WithLabelValues("peer_differs").Inc()
 				n.log.Error("a voter's state file differs from the majority's at a state check: its file is damaged",
 					"peer", id, "index", index, "its_digest", pd, "majority_digest", own)
+				if !n.ownsMembers && n.members != nil {
+					n.members.resendGroupChecksTo(id) // so that it can judge itself
+				}
 			}
 		}
 	}
