@@ -32,7 +32,9 @@ func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string,
 		self, err = os.Create(filepath.Join(dir, prefix+"-load.pprof"))
 	}
 	if err == nil {
-		err = pprof.StartCPUProfile(self)
+		if err = pprof.StartCPUProfile(self); err != nil {
+			self.Close()
+		}
 	}
 	if err != nil {
 		return func() error { return err }
