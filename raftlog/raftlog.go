@@ -54,8 +54,8 @@ type Config struct {
 }
 
 // DefaultCacheBytes is a node's budget for cached log entries, over all of
-// its Raft groups: about a second of log at this machine's peak batched
-// push (some 30 MB/s of entries), which covers what a follower that keeps
+// its Raft groups: about two seconds of log at this machine's peak batched
+// push (15-20 MB/s of entries), which covers what a follower that keeps
 // up (its apply reads) and a leader replicating to it read back; a group
 // gets its share, and receives its share of the traffic.
 const DefaultCacheBytes = 32 << 20
