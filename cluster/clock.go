@@ -21,7 +21,9 @@ import (
 // stamps run at most 10% faster than real time until they meet the wall
 // clock, so a lease ends at most 10% early, and the stamps never lag the
 // wall clock for good. A wall clock stepped back is ignored (the stamps
-// keep the monotonic pace).
+// keep the monotonic pace). And the clock never reads below the last
+// applied stamp: when the log gets ahead of it (catchUpLocked), it goes on
+// from that stamp.
 type stampClock struct {
 	mu       sync.Mutex
 	baseUs   int64
@@ -71,17 +73,35 @@ func (c *stampClock) nowLocked() int64 {
 	return natural
 }
 
-// read returns the clock's current time without advancing it.
-func (c *stampClock) read() int64 {
+// catchUpLocked moves the clock up to floorUs when the log is ahead of it,
+// and lets it go on from there at the monotonic pace. That happens to a
+// leader whose anchor read an old floor: a node that was down, elected
+// before it applied what the others committed meanwhile, anchors near its
+// own last stamp, and the stamps of the entries it applies next are tens
+// of seconds later. Without this every stamp would be the last applied
+// one plus 1µs until slewing caught up (about 0.9 s of catching up per
+// second behind): entry time would stand still, no lease would expire and
+// no timer would fire for that long.
+func (c *stampClock) catchUpLocked(floorUs int64) {
+	if floorUs > c.nowLocked() {
+		c.baseUs, c.baseMono = floorUs, time.Now()
+	}
+}
+
+// read returns the clock's current time without advancing it, never below
+// floorUs (the last applied stamp).
+func (c *stampClock) read(floorUs int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return max(c.nowLocked(), c.last)
+	c.catchUpLocked(floorUs)
+	return max(c.nowLocked(), c.last, floorUs)
 }
 
 // next returns a stamp strictly greater than every earlier one and than floor.
 func (c *stampClock) next(floorUs int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.catchUpLocked(floorUs)
 	now := max(c.nowLocked(), c.last+1, floorUs+1)
 	c.last = now
 	return now

@@ -120,7 +120,7 @@ func (n *Node) fireTimers(key string, stop chan struct{}) {
 		var due bool
 		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error {
 			next := r.NextTimerDue()
-			due = next != 0 && next <= n.clock.read() && r.Switches().TimersFireEnabled
+			due = next != 0 && next <= n.Now() && r.Switches().TimersFireEnabled
 			return nil
 		})
 		if !due {
@@ -161,7 +161,7 @@ func (n *Node) fireTimers(key string, stop chan struct{}) {
 func (n *Node) retain(key string, stop chan struct{}) {
 	idle := n.cfg.PartitionIdle.Microseconds()
 	due := false
-	_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.RetainDue(n.clock.read(), idle); return nil })
+	_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.RetainDue(n.Now(), idle); return nil })
 	if !due {
 		return
 	}
@@ -280,7 +280,7 @@ func (n *Node) indexDeadLetters(key string, stop chan struct{}) {
 func (n *Node) sweep(key string, stop chan struct{}) {
 	for i := 0; i < 100; i++ {
 		due := false
-		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.SweepDue(n.clock.read()); return nil })
+		_ = n.fsm.ReadAs(key, func(r *fsm.Reader) error { due = r.SweepDue(n.Now()); return nil })
 		if !due {
 			return
 		}

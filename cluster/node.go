@@ -459,7 +459,7 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 
 // Now is the leader clock's current reading (µs), for judging deliverability
 // outside apply. It never runs behind the last applied stamp.
-func (n *Node) Now() int64 { return max(n.clock.read(), n.fsm.LastNow()) }
+func (n *Node) Now() int64 { return n.clock.read(n.fsm.LastNow()) }
 
 // Watch returns a channel closed when an applied entry next changes queue
 // of the tenant ctx carries ("" = any queue of any tenant).
