@@ -386,13 +386,15 @@ func TestKillLeaderKeepsEveryAcknowledgedPush(t *testing.T) {
 // so it checks what only a transfer does: the stopping leader itself saw the
 // later term before its Raft shut down. Without the transfer it leads to the
 // end and stops in the term it led in, since the followers only stand once
-// its heartbeats have stopped.
+// its heartbeats have stopped. (Its role after the stop is raft's last
+// setState: a message from the new leader racing the shutdown can leave
+// "follower" there, so the test asks only that it no longer leads.)
 func TestGracefulShutdownTransfersLeadership(t *testing.T) {
 	c := newCluster(t, 3)
 	old := c.leader()
 	oldNode, led := old.node, old.node.Status().Term
 	old.stop(false)
-	if st := oldNode.Status(); st.Role != "shutdown" || st.Term <= led {
+	if st := oldNode.Status(); st.Role == "leader" || st.Term <= led {
 		t.Fatalf("the leader of term %d stopped as %s in term %d: it did not hand leadership over before stopping",
 			led, st.Role, st.Term)
 	}

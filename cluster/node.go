@@ -567,6 +567,7 @@ func (n *Node) transferLeadership(why string) {
 	for attempt := 1; ; attempt++ {
 		err := n.raft.LeadershipTransfer().Error()
 		if err == nil {
+			n.awaitNewLeader()
 			n.log.Info("transferred leadership "+why, "took", time.Since(start), "attempts", attempt)
 			return
 		}
@@ -580,6 +581,27 @@ func (n *Node) transferLeadership(why string) {
 		time.Sleep(transferRetryPause)
 	}
 }
+
+// awaitNewLeader waits, at most handoverWait, until this node has heard
+// from the voter it handed leadership to as the new leader. A transfer is
+// done when that voter got TimeoutNow, before its election; a node that
+// stopped right then would leave in its old term, and the new leader's vote
+// request and first heartbeat would find it gone (a CI run saw exactly
+// that). Stepping down is not enough either: a reply with a newer term
+// makes raft step down before it learns the term.
+func (n *Node) awaitNewLeader() {
+	deadline := time.Now().Add(handoverWait)
+	for time.Now().Before(deadline) {
+		if _, id := n.raft.LeaderWithID(); id != "" && string(id) != n.cfg.NodeID {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// handoverWait bounds how long a leader that handed over waits to hear
+// from the new one.
+const handoverWait = 2 * time.Second
 
 // transferAttempts bounds the handovers a stopping leader tries, each
 // waiting at most an election timeout, transferRetryPause apart.
