@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -506,11 +507,33 @@ func startGroupsCluster(t *testing.T, groups int, extra ...string) *testCluster 
 	return c
 }
 
-// awaitSpread waits until the leaders of c's groups spread over its nodes.
+// awaitSpread waits until the leaders of c's groups spread over its nodes
+// and each group is led by its preferred voter (the (g mod k)-th of the k
+// nodes in id order, cluster/balance.go). A spread the first elections
+// happen to give is not enough: the balancer then moves leaders to their
+// preferred voters within seconds, under a test that already relies on
+// them (a Kafka group's coordinator moved under its member in a CI run).
 func awaitSpread(t *testing.T, c *testCluster, groups int) {
 	t.Helper()
-	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) { return spread(t, c.nodes, groups) }); !ok {
-		t.Fatalf("the leaders did not spread: %s", why)
+	ids := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		ids[i] = n.ID()
+	}
+	slices.Sort(ids)
+	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) {
+		ok, why := spread(t, c.nodes, groups)
+		if !ok {
+			return false, why
+		}
+		ls := groupLeaders(t, c.nodes[0])
+		for g, l := range ls {
+			if l != ids[g%len(ids)] {
+				return false, fmt.Sprintf("group %d led by %s, its preferred voter is %s: %v", g, l, ids[g%len(ids)], ls)
+			}
+		}
+		return true, ""
+	}); !ok {
+		t.Fatalf("the leaders did not settle on their preferred voters: %s", why)
 	}
 }
 
