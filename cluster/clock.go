@@ -22,7 +22,7 @@ import (
 // clock, so a lease ends at most 10% early, and the stamps never lag the
 // wall clock for good. A wall clock stepped back is ignored (the stamps
 // keep the monotonic pace). And the clock never reads below the last
-// applied stamp: when the log gets ahead of it (catchUpLocked), it goes on
+// applied stamp: when the log gets ahead of it (nowFromLocked), it goes on
 // from that stamp.
 type stampClock struct {
 	mu       sync.Mutex
@@ -73,19 +73,22 @@ func (c *stampClock) nowLocked() int64 {
 	return natural
 }
 
-// catchUpLocked moves the clock up to floorUs when the log is ahead of it,
-// and lets it go on from there at the monotonic pace. That happens to a
-// leader whose anchor read an old floor: a node that was down, elected
-// before it applied what the others committed meanwhile, anchors near its
-// own last stamp, and the stamps of the entries it applies next are tens
-// of seconds later. Without this every stamp would be the last applied
-// one plus 1µs until slewing caught up (about 0.9 s of catching up per
-// second behind): entry time would stand still, no lease would expire and
-// no timer would fire for that long.
-func (c *stampClock) catchUpLocked(floorUs int64) {
-	if floorUs > c.nowLocked() {
-		c.baseUs, c.baseMono = floorUs, time.Now()
+// nowFromLocked is the clock's reading, never below floorUs: when the log
+// is ahead of the clock it rebases the clock there, to go on from it at the
+// monotonic pace. That happens to a leader whose anchor read an old floor:
+// a node that was down, elected before it applied what the others
+// committed meanwhile, anchors near its own last stamp, and the stamps of
+// the entries it applies next are tens of seconds later. Without the
+// rebase every stamp would be the last applied one plus 1µs until slewing
+// caught up (about 0.9 s of catching up per second behind): entry time
+// would stand still, no lease would expire and no timer would fire for
+// that long.
+func (c *stampClock) nowFromLocked(floorUs int64) int64 {
+	if now := c.nowLocked(); now >= floorUs {
+		return now
 	}
+	c.baseUs, c.baseMono = floorUs, time.Now()
+	return floorUs
 }
 
 // read returns the clock's current time without advancing it, never below
@@ -93,16 +96,14 @@ func (c *stampClock) catchUpLocked(floorUs int64) {
 func (c *stampClock) read(floorUs int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.catchUpLocked(floorUs)
-	return max(c.nowLocked(), c.last, floorUs)
+	return max(c.nowFromLocked(floorUs), c.last)
 }
 
 // next returns a stamp strictly greater than every earlier one and than floor.
 func (c *stampClock) next(floorUs int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.catchUpLocked(floorUs)
-	now := max(c.nowLocked(), c.last+1, floorUs+1)
+	now := max(c.nowFromLocked(floorUs), c.last+1, floorUs+1)
 	c.last = now
 	return now
 }

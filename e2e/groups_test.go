@@ -515,11 +515,7 @@ func startGroupsCluster(t *testing.T, groups int, extra ...string) *testCluster 
 // them (a Kafka group's coordinator moved under its member in a CI run).
 func awaitSpread(t *testing.T, c *testCluster, groups int) {
 	t.Helper()
-	ids := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		ids[i] = n.ID()
-	}
-	slices.Sort(ids)
+	ids := votersInIDOrder(c)
 	if ok, why := pollUntil(45*time.Second, 200*time.Millisecond, func() (bool, string) {
 		ok, why := spread(t, c.nodes, groups)
 		if !ok {
@@ -535,6 +531,17 @@ func awaitSpread(t *testing.T, c *testCluster, groups int) {
 	}); !ok {
 		t.Fatalf("the leaders did not settle on their preferred voters: %s", why)
 	}
+}
+
+// votersInIDOrder is c's node ids sorted: group g's preferred voter is
+// the (g mod k)-th of them.
+func votersInIDOrder(c *testCluster) []string {
+	ids := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		ids[i] = n.ID()
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // groupStatuses is node n's /health groups.
