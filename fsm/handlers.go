@@ -24,6 +24,9 @@ func applyPush(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 	items := cmd.GetPush().Items
 	res := &command.PushResult{Items: make([]*command.PushItemResult, len(items))}
 	buffer := c.meta.PushMaintenance || c.q.Buffered()
+	if !buffer {
+		c.q.PrefetchDedup(items)
+	}
 	for i, it := range items {
 		if buffer {
 			res.Items[i] = c.q.Buffer(it)

@@ -19,18 +19,18 @@ import (
 // happens to hold in memory never changes a verdict.
 //
 // A random-keyed B+tree of transaction ids in the state file would rewrite
-// a page per message at every commit; this costs 8-16 bytes of memory per
-// message in the window and no write at all.
+// a page per message at every commit; this costs a 16-byte slot of memory
+// per message in the window (21-43 bytes with the table 37-75% full as it
+// grows; it halves when pruning leaves it under 1/8 full) and no write.
 type dedupIndex struct {
 	parts map[string]*dedupPart
 }
 
-// dedupPart maps a transaction hash to its seq; the rare second seq with
-// the same hash goes to more. Every seq from `from` to the partition's end
-// is in it (and maybe some older ones, about to be pruned).
+// dedupPart maps a transaction hash to its seqs. Every seq from `from` to
+// the partition's end is in it (and maybe some older ones, about to be
+// pruned).
 type dedupPart struct {
-	seqs   map[uint64]uint64
-	more   map[uint64][]uint64
+	seqs   *seqTable
 	from   uint64
 	fromUs int64 // createdAt of seq from, when known (0 = not read yet)
 }
@@ -51,7 +51,7 @@ func (t *Tx) partFor(ps *partState, windowUs int64) *dedupPart {
 		return p
 	}
 	from := t.firstNotBefore(ps.rec, t.now-windowUs)
-	p := &dedupPart{seqs: make(map[uint64]uint64, ps.rec.NextSeq-from), from: from}
+	p := &dedupPart{seqs: newSeqTable(int(ps.rec.NextSeq - from)), from: from}
 	if err := t.batch.EachEntry(ps.rec.Id, from, ps.rec.NextSeq, func(seq uint64, e msgstore.Entry) bool {
 		if seq == from {
 			p.fromUs = e.CreatedUs
@@ -92,28 +92,10 @@ func (t *Tx) prune(ps *partState, p *dedupPart, windowUs int64) {
 	})
 }
 
-func (p *dedupPart) add(hash, seq uint64) {
-	if _, taken := p.seqs[hash]; !taken {
-		p.seqs[hash] = seq
-		return
-	}
-	if p.more == nil {
-		p.more = map[uint64][]uint64{}
-	}
-	p.more[hash] = append(p.more[hash], seq)
-}
+func (p *dedupPart) add(hash, seq uint64) { p.seqs.add(hash, seq) }
 
 // candidates are the seqs stored under hash, oldest first.
-func (p *dedupPart) candidates(hash uint64) []uint64 {
-	s, ok := p.seqs[hash]
-	if !ok {
-		return nil
-	}
-	if more := p.more[hash]; len(more) > 0 {
-		return append([]uint64{s}, more...)
-	}
-	return []uint64{s}
-}
+func (p *dedupPart) candidates(hash uint64) []uint64 { return p.seqs.candidates(hash) }
 
 func (d *dedupIndex) insert(pid []byte, hash, seq uint64) dedupInsert {
 	d.parts[string(pid)].add(hash, seq)
@@ -145,27 +127,7 @@ func (d *dedupIndex) forget(b *msgstore.Batch, pid []byte, first uint64) {
 	p.from, p.fromUs = first, 0
 }
 
-func (p *dedupPart) removeSeq(hash, seq uint64) {
-	more := p.more[hash]
-	if p.seqs[hash] == seq {
-		if len(more) == 0 {
-			delete(p.seqs, hash)
-			return
-		}
-		p.seqs[hash], more = more[0], more[1:]
-	} else {
-		i := slices.Index(more, seq)
-		if i < 0 {
-			return
-		}
-		more = slices.Delete(more, i, i+1)
-	}
-	if len(more) == 0 {
-		delete(p.more, hash)
-	} else {
-		p.more[hash] = more
-	}
-}
+func (p *dedupPart) removeSeq(hash, seq uint64) { p.seqs.remove(hash, seq) }
 
 // duplicateOf finds the message of ps that makes a push of txn a duplicate
 // (addendum §4.6): the newest one with that transactionId created within
@@ -316,4 +278,27 @@ func ackGroupName(it *command.AckItem) string {
 		return command.QueueModeGroup
 	}
 	return it.ConsumerGroup
+}
+
+// PrefetchDedup reads, for each item of a push, the slot of the dedup index
+// its lookup will read first, before the first lookup. Finding the slots
+// works in cached memory; the reads themselves are then one tight loop of
+// independent loads, whose cache misses the processor overlaps, instead of
+// one miss waited out per message in Push. It changes nothing.
+func (t *Tx) PrefetchDedup(items []*command.PushItem) {
+	slots := t.prefetch[:0]
+	for _, it := range items {
+		ps := t.partition(it.Queue, it.Partition)
+		if ps == nil {
+			continue
+		}
+		if p := t.d.dedup.parts[string(ps.rec.Id)]; p != nil {
+			slots = append(slots, p.seqs.slotOf(msgstore.TxnHash(it.TransactionId)))
+		}
+	}
+	var sink uint64
+	for _, s := range slots {
+		sink += s.seq
+	}
+	t.prefetch, t.prefetched = slots[:0], sink
 }

@@ -51,11 +51,14 @@ type Tx struct {
 	// flows counts, by queue, what the command did to messages (flows.go)
 	flows map[string]*Flow
 
-	queues  map[string]*queueState
-	parts   map[string]*partState // key: queue 0 partition
-	partIDs map[string]*partState // key: pid
-	cursors map[string]*cursorState
-	groups  map[string]*groupState
+	queues     map[string]*queueState
+	parts      map[string]*partState // key: queue 0 partition
+	partIDs    map[string]*partState // key: pid
+	keyBuf     []byte                // partition's scratch key
+	prefetch   []*seqSlot            // PrefetchDedup's scratch
+	prefetched uint64                // PrefetchDedup's reads end here, so they are made
+	cursors    map[string]*cursorState
+	groups     map[string]*groupState
 }
 
 // Begin starts a command: tx is its staged transaction, batch the message
@@ -193,10 +196,11 @@ func (t *Tx) ensureQueue(name string) *queueState {
 
 // partition returns the partition's state, or nil when it does not exist.
 func (t *Tx) partition(queue, name string) *partState {
-	key := string(join(queue, name))
-	if ps, ok := t.parts[key]; ok {
+	t.keyBuf = append(append(append(t.keyBuf[:0], queue...), 0), name...)
+	if ps, ok := t.parts[string(t.keyBuf)]; ok { // no string is made to look up
 		return ps
 	}
+	key := string(t.keyBuf)
 	var ps *partState
 	if v := t.tx.Get(bPartitions, []byte(key)); v != nil {
 		rec := &command.PartitionRecord{}

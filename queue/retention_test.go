@@ -254,7 +254,7 @@ func TestRetentionShrinksTheDedupIndex(t *testing.T) {
 	if p.Count > 250 {
 		t.Fatalf("stored %d", p.Count)
 	}
-	if part := h.d.dedup.parts[string(p.Id)]; part == nil || uint64(len(part.seqs)) != p.Count {
+	if part := h.d.dedup.parts[string(p.Id)]; part == nil || uint64(part.seqs.len()) != p.Count {
 		t.Fatalf("dedup index %v for %d stored", part, p.Count)
 	}
 	// A removed message's id is no duplicate any more, whatever the window.
@@ -362,10 +362,10 @@ func TestDedupIndexHoldsTheWindowOnly(t *testing.T) {
 		p := h.partRec(q, "p")
 		part := h.d.dedup.parts[string(p.Id)]
 		if window == 0 && part != nil {
-			t.Fatalf("window 0 built an index of %d", len(part.seqs))
+			t.Fatalf("window 0 built an index of %d", part.seqs.len())
 		}
-		if window > 0 && (part == nil || len(part.seqs) > 20*12) {
-			t.Fatalf("window %d s: the index holds %d of %d messages", window, len(part.seqs), p.Count)
+		if window > 0 && (part == nil || part.seqs.len() > 20*12) {
+			t.Fatalf("window %d s: the index holds %d of %d messages", window, part.seqs.len(), p.Count)
 		}
 		// b0-* are 60 s old: outside any window, still acked.
 		res := h.pop(&command.Pop{Queue: q, Batch: 5, LeaseId: "L1"})
