@@ -255,11 +255,17 @@ func checkPins(t *testing.T, c *testCluster, groups int) {
 			Group int `json:"group"`
 		} `json:"tenant"`
 	}
-	r, err = c.nodes[1].send(5*time.Second, http.MethodGet, "/health", nil, map[string]string{tenant.Header: fresh})
-	must(t, err)
-	r.decode(t, &h)
-	if len(h.Placements) == 0 || h.Tenant.Group != 2 {
-		t.Fatalf("/health of the pinned tenant: %s", r)
+	// /health shows the node's own copy of the table: a node that restarted
+	// a moment ago may not have applied the pin yet (its leader retries a
+	// follower it lost contact with after a backoff of up to 10 s).
+	if ok, why := pollUntil(30*time.Second, 250*time.Millisecond, func() (bool, string) {
+		r, err := c.nodes[1].send(5*time.Second, http.MethodGet, "/health", nil, map[string]string{tenant.Header: fresh})
+		must(t, err)
+		h.Placements = nil
+		r.decode(t, &h)
+		return len(h.Placements) > 0 && h.Tenant.Group == 2, string(r.Body)
+	}); !ok {
+		t.Fatalf("/health of the pinned tenant: %s", why)
 	}
 }
 

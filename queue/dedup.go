@@ -30,6 +30,7 @@ type dedupIndex struct {
 // the partition's end is in it (and maybe some older ones, about to be
 // pruned).
 type dedupPart struct {
+	pid    string // the partition's id, the key of parts
 	seqs   *seqTable
 	from   uint64
 	fromUs int64 // createdAt of seq from, when known (0 = not read yet)
@@ -61,7 +62,8 @@ func (t *Tx) partFor(ps *partState, windowUs int64) *dedupPart {
 	}); err != nil {
 		panic("queue: dedup index of a partition: " + err.Error())
 	}
-	t.d.dedup.parts[string(ps.rec.Id)] = p
+	p.pid = string(ps.rec.Id)
+	t.d.dedup.parts[p.pid] = p
 	return p
 }
 
@@ -98,8 +100,9 @@ func (p *dedupPart) add(hash, seq uint64) { p.seqs.add(hash, seq) }
 func (p *dedupPart) candidates(hash uint64) []uint64 { return p.seqs.candidates(hash) }
 
 func (d *dedupIndex) insert(pid []byte, hash, seq uint64) dedupInsert {
-	d.parts[string(pid)].add(hash, seq)
-	return dedupInsert{pid: string(pid), hash: hash, seq: seq}
+	p := d.parts[string(pid)]
+	p.add(hash, seq)
+	return dedupInsert{pid: p.pid, hash: hash, seq: seq}
 }
 
 // remove takes an insert back (a command refused as a whole).
