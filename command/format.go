@@ -48,8 +48,13 @@ import (
 //     and each tenant but the default keeps its records in buckets of its
 //     own (store.Scope); a file of format 5 is the default tenant's alone
 //     and opens unchanged.
+//   - 6 (log): a Kafka transaction's commit names the term its coordinator
+//     staged it in (KafkaTxnGuard.coordinator_term) and applies only from
+//     an entry of that term: an older node would apply a commit this code
+//     refuses, so it refuses entries of format 6. Entries of format 5 carry
+//     no term and apply as they did.
 const (
-	LogFormat   = 5
+	LogFormat   = 6
 	StateFormat = 6
 )
 

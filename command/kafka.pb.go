@@ -504,6 +504,12 @@ type KafkaTxnGuard struct {
 	ProducerEpoch   int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	TransactionalId string                 `protobuf:"bytes,3,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	ProducerIdleUs  int64                  `protobuf:"varint,4,opt,name=producer_idle_us,json=producerIdleUs,proto3" json:"producer_idle_us,omitempty"` // kept this long after the commit
+	// The Raft term in which the coordinator (the leader that staged the
+	// transaction) led: the commit applies only from an entry of that term.
+	// A coordinator that lost the lead meanwhile must not commit through the
+	// next leader, which answered OffsetFetch without knowing these offsets
+	// were pending. 0: no check (entries written before the field).
+	CoordinatorTerm uint64 `protobuf:"varint,5,opt,name=coordinator_term,json=coordinatorTerm,proto3" json:"coordinator_term,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -562,6 +568,13 @@ func (x *KafkaTxnGuard) GetTransactionalId() string {
 func (x *KafkaTxnGuard) GetProducerIdleUs() int64 {
 	if x != nil {
 		return x.ProducerIdleUs
+	}
+	return 0
+}
+
+func (x *KafkaTxnGuard) GetCoordinatorTerm() uint64 {
+	if x != nil {
+		return x.CoordinatorTerm
 	}
 	return 0
 }
@@ -807,13 +820,14 @@ const file_command_kafka_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x05R\terrorCode\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xac\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xd7\x01\n" +
 	"\rKafkaTxnGuard\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12)\n" +
 	"\x10transactional_id\x18\x03 \x01(\tR\x0ftransactionalId\x12(\n" +
-	"\x10producer_idle_us\x18\x04 \x01(\x03R\x0eproducerIdleUs\"\xbf\x01\n" +
+	"\x10producer_idle_us\x18\x04 \x01(\x03R\x0eproducerIdleUs\x12)\n" +
+	"\x10coordinator_term\x18\x05 \x01(\x04R\x0fcoordinatorTerm\"\xbf\x01\n" +
 	"\x0eProducerRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12)\n" +

@@ -56,6 +56,9 @@ const (
 	// A position names a group of the other kind (a Kafka group's name in a
 	// Queen transaction, or the reverse).
 	Reason_GROUP_KIND Reason = 15
+	// A Kafka transaction's commit in an entry of another term than the one
+	// its coordinator staged it in (KafkaTxnGuard.coordinator_term).
+	Reason_COORDINATOR_MOVED Reason = 16
 )
 
 // Enum value maps for Reason.
@@ -77,24 +80,26 @@ var (
 		13: "UNAVAILABLE",
 		14: "PRODUCER_FENCED",
 		15: "GROUP_KIND",
+		16: "COORDINATOR_MOVED",
 	}
 	Reason_value = map[string]int32{
-		"NONE":             0,
-		"REJECTED_ACK":     1,
-		"DUPLICATE":        2,
-		"KV_PRECONDITION":  3,
-		"KV_DISABLED":      4,
-		"TIMERS_DISABLED":  5,
-		"BAD_REQUEST":      6,
-		"QUEUE_NOT_FOUND":  7,
-		"TOO_LARGE":        8,
-		"NAME_TOO_LONG":    9,
-		"KV_KEY_TOO_LARGE": 10,
-		"INTERNAL":         11,
-		"RESERVED":         12,
-		"UNAVAILABLE":      13,
-		"PRODUCER_FENCED":  14,
-		"GROUP_KIND":       15,
+		"NONE":              0,
+		"REJECTED_ACK":      1,
+		"DUPLICATE":         2,
+		"KV_PRECONDITION":   3,
+		"KV_DISABLED":       4,
+		"TIMERS_DISABLED":   5,
+		"BAD_REQUEST":       6,
+		"QUEUE_NOT_FOUND":   7,
+		"TOO_LARGE":         8,
+		"NAME_TOO_LONG":     9,
+		"KV_KEY_TOO_LARGE":  10,
+		"INTERNAL":          11,
+		"RESERVED":          12,
+		"UNAVAILABLE":       13,
+		"PRODUCER_FENCED":   14,
+		"GROUP_KIND":        15,
+		"COORDINATOR_MOVED": 16,
 	}
 )
 
@@ -4342,7 +4347,7 @@ const file_command_results_proto_rawDesc = "" +
 	"\rTOO_MANY_KEYS\x10\x06\x12\x0f\n" +
 	"\vPUSH_FAILED\x10\a\"3\n" +
 	"\x17StreamDeleteQueryResult\x12\x18\n" +
-	"\adeleted\x18\x01 \x01(\bR\adeleted*\x9e\x02\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted*\xb5\x02\n" +
 	"\x06Reason\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x10\n" +
 	"\fREJECTED_ACK\x10\x01\x12\r\n" +
@@ -4361,7 +4366,8 @@ const file_command_results_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\r\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10\x0e\x12\x0e\n" +
 	"\n" +
-	"GROUP_KIND\x10\x0fB*Z(github.com/queen-node/queen-node/commandb\x06proto3"
+	"GROUP_KIND\x10\x0f\x12\x15\n" +
+	"\x11COORDINATOR_MOVED\x10\x10B*Z(github.com/queen-node/queen-node/commandb\x06proto3"
 
 var (
 	file_command_results_proto_rawDescOnce sync.Once

@@ -8,13 +8,14 @@ import (
 )
 
 // applyCtx is one command's view of the state: its staged transaction of
-// the state file, the queue domain's Tx over it, the entry's index and
-// time, and the FSM's meta record.
+// the state file, the queue domain's Tx over it, the entry's index, term
+// and time, and the FSM's meta record.
 type applyCtx struct {
 	tx    *store.Tx
 	q     *queue.Tx
 	index uint64
-	now   int64 // µs, the entry's effective time
+	term  uint64 // the Raft term the entry was appended in
+	now   int64  // µs, the entry's effective time
 	meta  *command.MetaRecord
 	all   bool // the command may change what any queue offers (a switch)
 }

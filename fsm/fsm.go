@@ -322,7 +322,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 				now = meta.LastNowUs + 1
 			}
 			meta.LastNowUs = now
-			resp[i] = f.applyCommand(b, msgs, cmd, l.Index, now, meta, &changes)
+			resp[i] = f.applyCommand(b, msgs, cmd, l.Index, l.Term, now, meta, &changes)
 			if err := msgs.Damaged(); err != nil {
 				return err // the other replicas read the bytes as written
 			}
@@ -465,7 +465,7 @@ func (f *FSM) FlushStale() error {
 
 // applyCommand runs one command in its own staged transaction and commits
 // it, or discards it when the handler refuses the command as a whole.
-func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Command, index uint64, now int64,
+func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Command, index, term uint64, now int64,
 	meta *command.MetaRecord, changes *Changes) proto.Message {
 	k := KindOf(cmd)
 	if k == nil {
@@ -483,7 +483,7 @@ func (f *FSM) applyCommand(b *store.Batch, msgs *msgstore.Batch, cmd *command.Co
 	if rp := idempotency.Replay(b.Reader(), cmd, now); rp != nil {
 		return rp // the key was seen before: nothing is applied
 	}
-	c := &applyCtx{tx: b.Begin(), index: index, now: now, meta: meta}
+	c := &applyCtx{tx: b.Begin(), index: index, term: term, now: now, meta: meta}
 	c.q = f.queue.Begin(c.tx, msgs, index, now)
 	start := time.Now()
 	res, keep := f.runHandler(k, c, cmd)

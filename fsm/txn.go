@@ -26,6 +26,10 @@ func applyTransaction(c *applyCtx, cmd *command.Command) (proto.Message, bool) {
 		return off, false
 	}
 	if g := in.Kafka; g != nil { // a Kafka producer's commit: only under its current epoch
+		if g.CoordinatorTerm != 0 && g.CoordinatorTerm != c.term {
+			return refuse(command.Reason_COORDINATOR_MOVED, "the transaction was staged by the leader of term "+strconv.FormatUint(g.CoordinatorTerm, 10)+
+				", and this entry is of term "+strconv.FormatUint(c.term, 10)+": its offsets were not pending where consumers fetched them since; abort it and retry")
+		}
 		if code := producers.Current(c.tx, g.ProducerId, g.ProducerEpoch); code != 0 {
 			return refuse(command.Reason_PRODUCER_FENCED, "producer "+strconv.FormatInt(g.ProducerId, 10)+" epoch "+strconv.Itoa(int(g.ProducerEpoch))+" is not current: a newer InitProducerId fenced it, or it expired")
 		}

@@ -62,6 +62,9 @@ func (s *Server) commitPositions(ctx context.Context, items []commitItem, guard 
 			code = kerr.InvalidGroupID.Code
 		case command.Reason_PRODUCER_FENCED:
 			code = kerr.ProducerFenced.Code
+		case command.Reason_COORDINATOR_MOVED:
+			s.log.Warn("kafka: a transaction's commit refused: its coordinator lost the lead", "error", out.Error)
+			code = kerr.TransactionAbortable.Code
 		case command.Reason_QUEUE_NOT_FOUND:
 			code = kerr.UnknownTopicOrPartition.Code
 		case command.Reason_TOO_LARGE:

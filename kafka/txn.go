@@ -378,7 +378,7 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		resp.ErrorCode = code
 		return resp
 	}
-	pushes, positions, doomed := st.pushes, st.positions(), st.doomed
+	pushes, positions, doomed, term := st.pushes, st.positions(), st.doomed, st.term
 	if r.Commit && doomed == "" {
 		st.committing = st.offsets
 	}
@@ -394,8 +394,13 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		resp.ErrorCode = kerr.TransactionAbortable.Code
 		return resp
 	}
+	// CoordinatorTerm: the commit applies only from an entry this leader
+	// appends in the term it staged the transaction in. Forwarded to a
+	// later leader, it would land after that leader answered OffsetFetch
+	// without knowing these offsets were pending (pendingOffsets is this
+	// node's), and a consumer of the rebalanced group would replay them.
 	guard := &command.KafkaTxnGuard{ProducerId: r.ProducerID, ProducerEpoch: int32(r.ProducerEpoch), TransactionalId: r.TransactionalID,
-		ProducerIdleUs: t.s.cfg.Limits.ProducerIdle.Microseconds()}
+		ProducerIdleUs: t.s.cfg.Limits.ProducerIdle.Microseconds(), CoordinatorTerm: term}
 	var items []commitItem
 	for _, p := range positions {
 		code := int16(0)
