@@ -289,7 +289,7 @@ func ackGroupName(it *command.AckItem) string {
 // independent loads, whose cache misses the processor overlaps, instead of
 // one miss waited out per message in Push. It changes nothing.
 func (t *Tx) PrefetchDedup(items []*command.PushItem) {
-	slots := t.prefetch[:0]
+	slots := make([]*seqSlot, 0, len(items))
 	for _, it := range items {
 		ps := t.partition(it.Queue, it.Partition)
 		if ps == nil {
@@ -303,5 +303,5 @@ func (t *Tx) PrefetchDedup(items []*command.PushItem) {
 	for _, s := range slots {
 		sink += s.seq
 	}
-	t.prefetch, t.prefetched = slots[:0], sink
+	t.prefetched = sink
 }

@@ -55,7 +55,6 @@ type Tx struct {
 	parts      map[string]*partState // key: queue 0 partition
 	partIDs    map[string]*partState // key: pid
 	keyBuf     []byte                // partition's scratch key
-	prefetch   []*seqSlot            // PrefetchDedup's scratch
 	prefetched uint64                // PrefetchDedup's reads end here, so they are made
 	cursors    map[string]*cursorState
 	groups     map[string]*groupState
