@@ -58,3 +58,39 @@ func (m *cpuMeter) used() time.Duration {
 	}
 	return now - m.start
 }
+
+// machineCPU is what /proc/stat's first line says the whole machine has
+// done so far: busy (user, nice, system, irq, softirq: every process and
+// the kernel's own threads, the load generator's included) and steal (time
+// the hypervisor ran something else while a CPU of this machine wanted to
+// run).
+type machineCPU struct{ busy, steal time.Duration }
+
+func readMachineCPU() (machineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineCPU{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks [8]int64 // user nice system idle iowait irq softirq steal
+	for i := range ticks {
+		if ticks[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return machineCPU{}, err
+		}
+	}
+	d := func(t int64) time.Duration { return time.Duration(t) * time.Second / clockTicks }
+	return machineCPU{busy: d(ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]), steal: d(ticks[7])}, nil
+}
+
+// since is the machine's CPU from m to now.
+func (m machineCPU) since() machineCPU {
+	now, err := readMachineCPU()
+	if err != nil {
+		return machineCPU{}
+	}
+	return machineCPU{busy: now.busy - m.busy, steal: now.steal - m.steal}
+}

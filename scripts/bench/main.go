@@ -284,7 +284,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	sc := fs.String("scenario", "all", "all, or a comma-separated list of: "+scenarioNames())
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "run time of each timed scenario")
 	fs.IntVar(&o.conns, "conns", 20, "concurrent keep-alive connections")
-	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.45, "scaleout: each node's CPU cap in cores (its own cgroup)")
+	fs.Float64Var(&o.scaleCap, "scaleout-cap", 0.3, "scaleout: each node's CPU cap in cores (its own cgroup); the caps, the load generator and the kernel's own threads must leave the machine headroom, or the nodes contend beyond their caps (the report's machine column)")
 	fs.IntVar(&o.scaleRounds, "scaleout-rounds", 2, "scaleout: rounds of both runs, each on fresh nodes, in the order 1 3, 3 1, 1 3, ...; the ratio is of the rates summed over the rounds")
 	fs.DurationVar(&o.scaleWarmup, "scaleout-warmup", 5*time.Second, "scaleout: the same load, not measured, before each phase (a fresh node's first seconds grow its heap, files and caches)")
 	fs.IntVar(&o.scaleProcs, "scaleout-gomaxprocs", 0, "scaleout: the nodes' GOMAXPROCS (0: the runtime's default, which is at least 2 however low the cap)")

@@ -177,3 +177,41 @@ func histQuantile(bs []bucket, q float64) float64 {
 	}
 	return bs[len(bs)-2].le
 }
+
+// applyMix describes what the replicas applied between two scrapes summed
+// over n nodes: Raft entries per message by operation (each replica's
+// count, so summed over the nodes and divided by n) and the mean entries
+// per apply batch (the group commit's size).
+func applyMix(before, after promSamples, msgs int64, n int) string {
+	const count, batch = "queen_fsm_apply_seconds_count{", "queen_fsm_batch_entries"
+	byOp := map[string]float64{}
+	for k, v := range after {
+		if !strings.HasPrefix(k, count) {
+			continue
+		}
+		i := strings.Index(k, `op="`)
+		if i < 0 {
+			continue
+		}
+		op := k[i+4:]
+		op = op[:strings.IndexByte(op, '"')]
+		byOp[op] += v - before[k]
+	}
+	ops := make([]string, 0, len(byOp))
+	for op := range byOp {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	var b strings.Builder
+	fmt.Fprintf(&b, "entries per message")
+	for _, op := range ops {
+		if byOp[op] > 0 && msgs > 0 {
+			fmt.Fprintf(&b, " %s %.3f", op, byOp[op]/float64(n)/float64(msgs))
+		}
+	}
+	batches := after.sumPrefix(batch+"_count") - before.sumPrefix(batch+"_count")
+	if batches > 0 {
+		fmt.Fprintf(&b, "; %.1f entries per apply batch", (after.sumPrefix(batch+"_sum")-before.sumPrefix(batch+"_sum"))/batches)
+	}
+	return b.String()
+}

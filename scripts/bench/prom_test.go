@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 const promText = `# HELP queen_timers_fired_total Timers handled.
@@ -79,5 +80,42 @@ func TestHistDelta(t *testing.T) {
 		if d[i] != want[i] {
 			t.Fatalf("histDelta = %+v, want %+v", d, want)
 		}
+	}
+}
+
+func TestApplyMix(t *testing.T) {
+	before := promSamples{
+		`queen_fsm_apply_seconds_count{group="0",op="pop"}`:         100,
+		`queen_fsm_apply_seconds_count{group="0",op="transaction"}`: 50,
+		"queen_fsm_batch_entries_count":                             10,
+		"queen_fsm_batch_entries_sum":                               150,
+	}
+	// Three replicas applied 330 pops and 300 transactions for 100 orders,
+	// in 60 batches of 630 entries; a group label does not split the op.
+	after := promSamples{
+		`queen_fsm_apply_seconds_count{group="0",op="pop"}`:         100 + 220,
+		`queen_fsm_apply_seconds_count{group="1",op="pop"}`:         110,
+		`queen_fsm_apply_seconds_count{group="0",op="transaction"}`: 50 + 300,
+		`queen_fsm_apply_seconds_count{group="0",op="push"}`:        0,
+		"queen_fsm_batch_entries_count":                             10 + 60,
+		"queen_fsm_batch_entries_sum":                               150 + 630,
+	}
+	got := applyMix(before, after, 100, 3)
+	want := "entries per message pop 1.100 transaction 1.000; 10.5 entries per apply batch"
+	if got != want {
+		t.Errorf("applyMix = %q, want %q", got, want)
+	}
+}
+
+func TestReadMachineCPU(t *testing.T) {
+	m, err := readMachineCPU()
+	if err != nil {
+		t.Skip("no /proc/stat here:", err)
+	}
+	spin := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(spin) {
+	}
+	if d := m.since(); d.busy <= 0 || d.steal < 0 {
+		t.Errorf("after 50 ms of spinning the machine was busy %v (steal %v)", d.busy, d.steal)
 	}
 }
