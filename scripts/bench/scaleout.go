@@ -126,7 +126,8 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 	if o.profileDir != "" {
 		flags = append(flags, "--pprof")
 	}
-	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: fmt.Sprintf("%s/r%d-g%d", work, round, groups), Nodes: 3,
+	dir := fmt.Sprintf("%s/r%d-g%d", work, round, groups)
+	c, err := nodeproc.StartCluster(ctx, nodeproc.ClusterConfig{Bin: bin, Dir: dir, Nodes: 3,
 		Flags: append(flags, strings.Fields(o.nodeArgs)...), Env: nodeEnv(o),
 		Logf: func(f string, a ...any) { fmt.Fprintf(stderr, "bench: "+f+"\n", a...) }})
 	if err != nil {
@@ -137,6 +138,13 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 			n.Terminate(15 * time.Second)
 		}
 		c.Stop()
+		// Gone before the next run starts: a run's gigabytes of log and
+		// message files would otherwise stay in the page cache, some of
+		// them dirty, and the kernel's writeback and reclaim of them would
+		// weigh on every later run but the sitting's first.
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+		}
 	}()
 	r := &scaleRun{round: round + 1, groups: groups}
 	var pids []int
