@@ -381,7 +381,7 @@ func reportScaleout(w io.Writer, o *options, ones, threes []*scaleRun) int {
 		for i := range ones {
 			rounds = append(rounds, fmt.Sprintf("%.2fx", ph.of(threes[i]).rate()/ph.of(ones[i]).rate()))
 		}
-		fmt.Fprintf(w, "scaleout %s: L %.1f µs/msg, F %.1f µs/msg (one group); ceiling 3L/(L+2F) = %.2fx; measured %.0f → %.0f msg/s = %.2fx = %.0f%% of the ceiling (rounds: %s)\n",
+		fmt.Fprintf(w, "scaleout %s: L %.1f µs/msg, F %.1f µs/msg (one group); ceiling 3L/(L+2F) = %.2fx; measured %.0f → %.0f msg/s = %.2fx = %.1f%% of the ceiling (rounds: %s)\n",
 			ph.name, L, F, ceiling, one.rate(), three.rate(), ratio, 100*ratio/ceiling, strings.Join(rounds, " "))
 		failed = failed || one.errors+three.errors > 0
 	}
