@@ -32,7 +32,10 @@ import (
 //
 //	push   batched pushes, 100 items a request, o.conns/3 workers a tenant;
 //	eo     the seed's exactly-once pattern, max(8, o.conns/3) workers a tenant: pop one
-//	       order, read its marker, commit ack + marker in one transaction,
+//	       order, read its marker, commit ack + marker in one transaction; the
+//	       orders are spread over as many partitions as the tenant has workers
+//	       (a pop leases its partition, so a worker beyond the partitions only
+//	       waits, and its pops that lose the race are entries that take nothing),
 //
 // each client sending to its tenant's group leader (-scaleout-routed=false:
 // workers spread over the three nodes, followers forward). Every node
@@ -253,13 +256,12 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 		return int64(len(res)), err
 	})
 	// the orders, then the exactly-once consumers
-	orders := min(o.orders, 20000)
+	orders, eoPerTenant := min(o.orders, 20000), max(8, perTenant)
 	for _, t := range tenants {
-		if err := prefillOrders(ctx, client(t, 0), orders, pool); err != nil {
+		if err := prefillOrders(ctx, client(t, 0), orders, eoPerTenant, pool); err != nil {
 			return nil, fmt.Errorf("prefill %s: %w", t, err)
 		}
 	}
-	eoPerTenant := max(8, perTenant)
 	measure("eo", &r.eo, eoPerTenant*len(tenants), func(w int) (int64, error) {
 		t := tenants[w%len(tenants)]
 		cl := client(t, (w/len(tenants))%len(urls))
@@ -284,13 +286,13 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 	return r, nil
 }
 
-func prefillOrders(ctx context.Context, cl *queen.Client, n int, pool payloadPool) error {
+func prefillOrders(ctx context.Context, cl *queen.Client, n, partitions int, pool payloadPool) error {
 	for sent := 0; sent < n; {
 		k := min(500, n-sent)
 		msgs := make([]queen.Msg, k)
 		for i := range msgs {
 			msgs[i] = queen.Msg{Data: json.RawMessage(`{"d":"` + pool[i%len(pool)] + `"}`), TransactionID: fmt.Sprint("order-", sent+i),
-				Partition: fmt.Sprint("p", i%16)}
+				Partition: fmt.Sprint("p", i%partitions)}
 		}
 		if _, err := cl.Queue("scale-orders").Push(ctx, msgs...); err != nil {
 			return err
