@@ -205,6 +205,7 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 		}
 	}()
 	pool := newPayloadPool(o.payload)
+	var measuring atomic.Bool // the timed part of a phase, not its warm-up
 	measure := func(phase string, p *scalePhase, workers int, step func(w int) (int64, error)) {
 		runFor(ctx, workers, o.scaleWarmup, func(w int) bool {
 			if _, err := step(w); err != nil {
@@ -227,6 +228,8 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 		machine, _ := readMachineCPU()
 		before, _ := scrapeAll(ctx, urls)
 		var msgs, errs atomic.Int64
+		measuring.Store(true)
+		defer measuring.Store(false)
 		secs := runFor(ctx, workers, o.duration, func(w int) bool {
 			n, err := step(w)
 			if err != nil {
@@ -262,27 +265,52 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 			return nil, fmt.Errorf("prefill %s: %w", t, err)
 		}
 	}
+	// Each step's latency, timed part only: where a consumer waits.
+	eoSteps := []string{"pop", "marker get", "commit"}
+	eoLat := make([][]*recorder, len(eoSteps))
+	for i := range eoLat {
+		for range eoPerTenant * len(tenants) {
+			eoLat[i] = append(eoLat[i], &recorder{})
+		}
+	}
+	timed := func(step, w int, start time.Time) {
+		if measuring.Load() {
+			eoLat[step][w].add(time.Since(start))
+		}
+	}
 	measure("eo", &r.eo, eoPerTenant*len(tenants), func(w int) (int64, error) {
 		t := tenants[w%len(tenants)]
 		cl := client(t, (w/len(tenants))%len(urls))
+		start := time.Now()
 		ms, err := cl.Queue("scale-orders").Pop(ctx, queen.PopOptions{Batch: 1, Wait: time.Second})
 		if err != nil || len(ms) == 0 {
 			return 0, err
 		}
+		timed(0, w, start)
 		m := ms[0]
+		start = time.Now()
 		mark, err := cl.KV().Get(ctx, "charges", m.TransactionID)
 		if err != nil {
 			return 0, err
 		}
+		timed(1, w, start)
 		if mark.Found {
 			return 0, cl.Ack(ctx, m) // charged before: settle only
 		}
+		start = time.Now()
 		res, err := cl.Transaction().Ack(m).Once("charges", m.TransactionID, time.Hour).Commit(ctx)
 		if err != nil || !res.Committed {
 			return 0, fmt.Errorf("commit: %v %+v", err, res)
 		}
+		timed(2, w, start)
 		return 1, nil
 	})
+	var lats []string
+	for i, name := range eoSteps {
+		l := summarize(eoLat[i])
+		lats = append(lats, fmt.Sprintf("%s %.2f/%.2f", name, l.P50, l.P99))
+	}
+	fmt.Fprintf(stderr, "bench: round %d --raft-groups %d eo: ms p50/p99 %s\n", round+1, groups, strings.Join(lats, ", "))
 	return r, nil
 }
 
