@@ -71,13 +71,20 @@ func readMachineCPU() (machineCPU, error) {
 	if err != nil {
 		return machineCPU{}, err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
+	return parseProcStat(string(b))
+}
+
+// parseProcStat reads /proc/stat's first line, the machine's totals in
+// USER_HZ ticks.
+func parseProcStat(stat string) (machineCPU, error) {
+	line, _, _ := strings.Cut(stat, "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
 		return machineCPU{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
 	var ticks [8]int64 // user nice system idle iowait irq softirq steal
 	for i := range ticks {
+		var err error
 		if ticks[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
 			return machineCPU{}, err
 		}

@@ -107,6 +107,23 @@ func TestApplyMix(t *testing.T) {
 	}
 }
 
+func TestParseProcStat(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	m, err := parseProcStat("cpu  100 2 30 5000 40 5 6 7 0 0\ncpu0 50 1 15 2500 20 2 3 3 0 0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// busy = user+nice+system+irq+softirq = 143 ticks; idle and iowait are not busy
+	if want := (machineCPU{busy: 1430 * time.Millisecond, steal: 70 * time.Millisecond}); m != want {
+		t.Errorf("parseProcStat = %+v, want %+v", m, want)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 x 4 5 6 7 8"} {
+		if _, err := parseProcStat(bad); err == nil {
+			t.Errorf("parseProcStat(%q) took it", bad)
+		}
+	}
+}
+
 func TestReadMachineCPU(t *testing.T) {
 	m, err := readMachineCPU()
 	if err != nil {

@@ -426,9 +426,9 @@ func reportScaleout(w io.Writer, o *options, ones, threes []*scaleRun) int {
 // loopback together) before the report warns that the caps no longer
 // stand for machines of their own. Measured on the 2-core VM this runs on
 // (cluster/DESIGN.md, "Measured"): with caps of 0.45 core the three-group
-// phases kept 1.6–1.85 cores busy and an order cost the nodes 16% more CPU
-// than with one group at the same batch sizes; with caps of 0.30, 1.1–1.35
-// cores and 1–12% more.
+// phases kept 1.6–1.85 cores busy and an exactly-once order cost the nodes
+// 17% more CPU than with one group at the same batch sizes; with caps of
+// 0.30, 1.0–1.45 cores and 1% more (669 against 676 µs).
 const machineBusyLimit = 0.75
 
 // namedPhase is one of a run's two phases.
