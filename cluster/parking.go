@@ -20,17 +20,29 @@ import (
 //   - a change to a queue signals the head of every line watching it;
 //   - only the head keeps a timer for time-based readiness (a lease expiry,
 //     a retry delay);
-//   - a head that finds more than one partition deliverable signals that
-//     many more of its line;
+//   - a pop that finds something and proposes its entry claims: it steps
+//     out of the line (the look-out passes to the next, with any signal it
+//     held) and counts as in flight until its entry has applied;
+//   - a claim is granted only while the deliverable partitions a look
+//     found outnumber the line's pops in flight (those will take them);
+//     beyond its own, it signals that many more of the line;
+//   - a claim refused leaves the line deferred: the next pop in flight
+//     to finish signals the head, which looks again;
 //   - a head that leaves (delivered, timed out, cancelled) signals the next.
+//
+// So a change that lands while pops are in flight is looked at at once by
+// the head, not when their entries come back (the look-out is never held
+// by a pop waiting on its own round trip), and no two pops of a line
+// propose for the same partition on one look.
 //
 // A signal is sticky (a buffered channel of one), so a change that lands
 // while the head is looking is seen when it next parks. Hence, for every
-// line, whenever the state holds something its pops could take, its head
-// has a signal pending or is looking.
+// line, whenever the state holds something its pops could take beyond what
+// its pops in flight will take, its head has a signal pending or is
+// looking.
 type parking struct {
 	mu      sync.Mutex
-	lines   map[popKey]*list.List // of *parked, head first
+	lines   map[popKey]*line
 	byQueue map[string]map[popKey]struct{}
 	// looks counts the looks at the state by pops with a wait (a test
 	// checks that a parked pop looks only when something woke it).
@@ -54,15 +66,23 @@ func keyOf(tenantKey string, in *command.Pop) popKey {
 		namespace: in.Namespace, task: in.Task, hasPartition: in.HasPartition}
 }
 
-// parked is one pop in a line.
+// line is the pops of one key: those parked (or looking), head first, and
+// how many have claimed and are in flight.
+type line struct {
+	parked   list.List // of *parked
+	inFlight int
+	deferred bool // a claim was refused for pops in flight: signal the head when one finishes
+}
+
+// parked is one pop of a line.
 type parked struct {
 	key    popKey
 	signal chan struct{}
-	elem   *list.Element
+	elem   *list.Element // nil while in flight
 }
 
 func newParking() *parking {
-	return &parking{lines: make(map[popKey]*list.List), byQueue: make(map[string]map[popKey]struct{})}
+	return &parking{lines: make(map[popKey]*line), byQueue: make(map[string]map[popKey]struct{})}
 }
 
 // join puts a pop at the end of its line. Join before the first look at the
@@ -71,9 +91,15 @@ func (p *parking) join(tenantKey string, in *command.Pop) *parked {
 	w := &parked{key: keyOf(tenantKey, in), signal: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.enqueue(w)
+	return w
+}
+
+// enqueue puts w at the end of its line, making the line if need be.
+func (p *parking) enqueue(w *parked) {
 	l := p.lines[w.key]
 	if l == nil {
-		l = list.New()
+		l = &line{}
 		p.lines[w.key] = l
 		keys := p.byQueue[w.key.queue]
 		if keys == nil {
@@ -82,29 +108,97 @@ func (p *parking) join(tenantKey string, in *command.Pop) *parked {
 		}
 		keys[w.key] = struct{}{}
 	}
-	w.elem = l.PushBack(w)
-	return w
+	w.elem = l.parked.PushBack(w)
 }
 
-// leave takes a pop out of its line; a head that leaves hands the look-out
-// to the next in line.
+// leave takes a parked pop out of its line for good; a head that leaves
+// hands the look-out to the next in line. A pop in flight leaves by finish.
 func (p *parking) leave(w *parked) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if w.elem == nil {
+		return
+	}
+	p.stepOut(w)
+}
+
+// stepOut takes w out of its line's parked pops, hands the look-out on if
+// w was the head, and drops the line once nothing is left of it.
+func (p *parking) stepOut(w *parked) {
 	l := p.lines[w.key]
-	wasHead := l.Front() == w.elem
-	l.Remove(w.elem)
-	if l.Len() == 0 {
-		delete(p.lines, w.key)
-		keys := p.byQueue[w.key.queue]
-		delete(keys, w.key)
-		if len(keys) == 0 {
-			delete(p.byQueue, w.key.queue)
+	wasHead := l.parked.Front() == w.elem
+	l.parked.Remove(w.elem)
+	w.elem = nil
+	if l.parked.Len() > 0 {
+		if wasHead {
+			l.parked.Front().Value.(*parked).poke()
 		}
 		return
 	}
-	if wasHead {
-		l.Front().Value.(*parked).poke()
+	if l.inFlight == 0 {
+		p.drop(w.key)
+	}
+}
+
+// drop forgets an empty line.
+func (p *parking) drop(key popKey) {
+	delete(p.lines, key)
+	keys := p.byQueue[key.queue]
+	delete(keys, key)
+	if len(keys) == 0 {
+		delete(p.byQueue, key.queue)
+	}
+}
+
+// claim asks for w, having found deliverable partitions (counted up to
+// lookLimit), to propose its pop. It is granted while they outnumber the
+// line's pops already in flight; then w steps out of its line, in flight
+// until finish, and as many more parked pops as there are partitions left
+// over are signalled. Refused, the line is deferred and w stays parked.
+func (p *parking) claim(w *parked, deliverable int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.lines[w.key]
+	if deliverable <= l.inFlight {
+		l.deferred = true
+		return false
+	}
+	l.inFlight++
+	left := deliverable - l.inFlight
+	wasHead := l.parked.Front() == w.elem
+	l.parked.Remove(w.elem)
+	w.elem = nil
+	if wasHead && l.parked.Len() > 0 {
+		select {
+		case <-w.signal: // a change w had not looked at yet: the new head looks
+			l.parked.Front().Value.(*parked).poke()
+		default:
+		}
+	}
+	for e := l.parked.Front(); e != nil && left > 0; e, left = e.Next(), left-1 {
+		e.Value.(*parked).poke()
+	}
+	return true
+}
+
+// finish ends w's flight: its entry has applied (or failed). A line
+// deferred for pops in flight has its head look again. With again, w
+// rejoins the end of its line (its pop took nothing and waits on).
+func (p *parking) finish(w *parked, again bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.lines[w.key]
+	l.inFlight--
+	if l.deferred && l.parked.Len() > 0 {
+		l.deferred = false
+		l.parked.Front().Value.(*parked).poke()
+	}
+	if again {
+		p.enqueue(w)
+		return
+	}
+	if l.parked.Len() == 0 && l.inFlight == 0 {
+		p.drop(w.key)
 	}
 }
 
@@ -112,14 +206,16 @@ func (p *parking) leave(w *parked) {
 func (p *parking) isHead(w *parked) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lines[w.key].Front() == w.elem
+	return w.elem != nil && p.lines[w.key].parked.Front() == w.elem
 }
 
-// waiting is how many pops stand in w's line, w included.
-func (p *parking) waiting(w *parked) int {
+// lookLimit is how many deliverable partitions a look from w's line should
+// count: one for each pop of the line, parked or in flight.
+func (p *parking) lookLimit(w *parked) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lines[w.key].Len()
+	l := p.lines[w.key]
+	return l.parked.Len() + l.inFlight
 }
 
 // count is how many pops stand in all lines.
@@ -128,7 +224,7 @@ func (p *parking) count() int {
 	defer p.mu.Unlock()
 	total := 0
 	for _, l := range p.lines {
-		total += l.Len()
+		total += l.parked.Len()
 	}
 	return total
 }
@@ -139,16 +235,6 @@ func (p *parking) count() int {
 // queen_parked_pops.
 func (n *Node) ParkedPops() int { return n.parking.count() }
 
-// more signals up to n pops of w's line behind w: what w found deliverable
-// beyond what it takes itself.
-func (p *parking) more(w *parked, n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for e := w.elem.Next(); e != nil && n > 0; e, n = e.Next(), n-1 {
-		e.Value.(*parked).poke()
-	}
-}
-
 // notify signals the head of every line the changed queues may feed; "*"
 // (a change of no one queue) signals the head of every line.
 func (p *parking) notify(queues map[string]struct{}) {
@@ -157,15 +243,20 @@ func (p *parking) notify(queues map[string]struct{}) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	pokeHead := func(l *line) {
+		if head := l.parked.Front(); head != nil {
+			head.Value.(*parked).poke()
+		}
+	}
 	if _, all := queues["*"]; all {
 		for _, l := range p.lines {
-			l.Front().Value.(*parked).poke()
+			pokeHead(l)
 		}
 		return
 	}
 	pokeHeads := func(queue string) {
 		for k := range p.byQueue[queue] {
-			p.lines[k].Front().Value.(*parked).poke()
+			pokeHead(p.lines[k])
 		}
 	}
 	for q := range queues {
@@ -180,7 +271,7 @@ func (p *parking) wakeAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, l := range p.lines {
-		for e := l.Front(); e != nil; e = e.Next() {
+		for e := l.parked.Front(); e != nil; e = e.Next() {
 			e.Value.(*parked).poke()
 		}
 	}

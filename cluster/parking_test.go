@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/queen-node/queen-node/command"
+	"github.com/queen-node/queen-node/fsm"
 )
 
 func signalled(w *parked) bool {
@@ -35,12 +36,8 @@ func TestParkingSignalsTheHeadOfEachLineOnly(t *testing.T) {
 	if !signalled(other) || signalled(elsewhere) || !signalled(ns) {
 		t.Fatal("each line watching q gets one signal; r's line none")
 	}
-	if !p.isHead(a[0]) || p.isHead(a[1]) || p.waiting(a[1]) != 3 {
+	if !p.isHead(a[0]) || p.isHead(a[1]) || p.lookLimit(a[1]) != 3 {
 		t.Fatal("line order")
-	}
-	p.more(a[0], 1) // a[0] found two partitions: one more of its line looks
-	if !signalled(a[1]) || signalled(a[2]) {
-		t.Fatal("more(1) signals exactly the next one")
 	}
 	p.leave(a[1]) // not the head: nobody needs to know
 	if signalled(a[2]) {
@@ -67,6 +64,51 @@ func TestParkingSignalsTheHeadOfEachLineOnly(t *testing.T) {
 		}
 	}
 	for _, w := range []*parked{a[2], b, other, elsewhere, ns} {
+		p.leave(w)
+	}
+	if len(p.lines) != 0 || len(p.byQueue) != 0 {
+		t.Fatalf("empty lines stay behind: %v %v", p.lines, p.byQueue)
+	}
+}
+
+// A pop that proposes steps out of its line: the look-out passes on at
+// once, and the line counts it in flight, so that no other pop of the line
+// proposes for what it is about to take.
+func TestParkingClaimsCountPopsInFlight(t *testing.T) {
+	p := newParking()
+	pop := func() *parked { return p.join("t", &command.Pop{Queue: "q"}) }
+	a, b, c, d := pop(), pop(), pop(), pop()
+	p.notify(map[string]struct{}{fsm.QueueKey("t", "q"): {}}) // a change a has not looked at yet
+	if !p.claim(a, 2) {
+		t.Fatal("the head found two partitions, none in flight: granted")
+	}
+	if p.isHead(a) || !p.isHead(b) || p.lookLimit(b) != 4 {
+		t.Fatal("a claimed: b is the head, and a look counts for the three parked and the one in flight")
+	}
+	if !signalled(b) || signalled(c) || signalled(d) {
+		t.Fatal("one partition left over beyond a's (and a's unseen change with it): exactly the new head is signalled")
+	}
+	if p.claim(b, 1) {
+		t.Fatal("the one partition b found is the one a is taking: refused")
+	}
+	if !p.isHead(b) || p.count() != 3 {
+		t.Fatal("a refused claim stays parked at the head")
+	}
+	if !p.claim(c, 3) {
+		t.Fatal("three partitions, one in flight: granted")
+	}
+	if !signalled(b) || signalled(d) {
+		t.Fatal("one partition left over beyond a's and c's: the head is signalled")
+	}
+	p.finish(a, false) // a delivered: the deferred line looks again
+	if !signalled(b) {
+		t.Fatal("a pop in flight that finishes signals a deferred line's head")
+	}
+	p.finish(c, true) // c took nothing and waits on: at the end of the line
+	if p.lookLimit(b) != 3 || p.isHead(c) {
+		t.Fatal("c is parked again, behind b and d")
+	}
+	for _, w := range []*parked{b, d, c} {
 		p.leave(w)
 	}
 	if len(p.lines) != 0 || len(p.byQueue) != 0 {

@@ -74,7 +74,7 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 		if look {
 			limit := 1
 			if w != nil {
-				limit = n.parking.waiting(w)
+				limit = n.parking.lookLimit(w)
 				n.parking.looks.Add(1)
 			}
 			if err := n.fsm.ReadAs(key, func(r *fsm.Reader) error {
@@ -85,19 +85,23 @@ func (n *Node) PopLocal(ctx context.Context, in *command.Pop, wait time.Duration
 			}
 		}
 		look = true
-		if ready.Ready {
-			if w != nil && ready.Partitions > 1 {
-				n.parking.more(w, ready.Partitions-1) // enough to take the rest
-			}
+		// A parked pop proposes only on a granted claim: what it found may be
+		// what its line's pops in flight are about to take (it then waits for
+		// one of them to finish, or for a change).
+		if ready.Ready && (w == nil || n.parking.claim(w, ready.Partitions)) {
 			res, err := n.ApplyLocal(ctx, &command.Command{Body: &command.Command_Pop{Pop: in}})
+			took := err == nil && len(res.(*command.PopResult).Messages) > 0
+			if w != nil {
+				// Someone else took it first, and the pop waits on: back in line.
+				n.parking.finish(w, err == nil && !took && wait > 0)
+			}
 			if err != nil {
 				return nil, err
 			}
 			pr := res.(*command.PopResult)
-			if len(pr.Messages) > 0 {
+			if took {
 				return n.hydrate(key, pr)
 			}
-			// Someone else took it first: look again.
 			if wait <= 0 {
 				return pr, nil
 			}

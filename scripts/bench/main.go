@@ -137,6 +137,7 @@ type options struct {
 	scaleProcs  int           // scaleout: the nodes' GOMAXPROCS (0: the Go runtime's default)
 	secure      bool          // with -start: TLS on every link and JWT on (secure.go)
 	profileDir  string        // scaleout: CPU profiles of every node per phase (profile.go)
+	traceFor    time.Duration // scaleout: with profileDir, an execution trace of every node per phase, this long
 
 	cluster *nodeproc.Cluster // the nodes bench started (nil with -url/-urls)
 	// faulty: the nodes were started by jepsen's harness (lossyfs disks,
@@ -290,6 +291,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, map[string]bool, err
 	fs.IntVar(&o.scaleProcs, "scaleout-gomaxprocs", 0, "scaleout: the nodes' GOMAXPROCS (0: the runtime's default, which is at least 2 however low the cap)")
 	fs.BoolVar(&o.scaleRouted, "scaleout-routed", true, "scaleout: each client sends to its tenant's group leader (false: workers spread over the nodes, followers forward)")
 	fs.StringVar(&o.profileDir, "profile", "", "scaleout: write every node's CPU profile of each phase to this directory (turns on the nodes' --pprof)")
+	fs.DurationVar(&o.traceFor, "trace", 0, "scaleout, with -profile: also take every node's execution trace (go tool trace) this long from the middle of each phase")
 	fs.IntVar(&o.payload, "payload", 256, "size in bytes of each message's JSON payload {\"d\":\"...\"}")
 	fs.IntVar(&o.batch, "batch", 100, "items per request in push-batch")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")

@@ -15,17 +15,19 @@ import (
 // -profile DIR: while a phase of scaleout runs, every node's CPU profile
 // (the node's --pprof, which -profile turns on) is taken over the phase and
 // written to DIR/<run>-<phase>-<node>.pprof, to read with go tool pprof;
-// the load generator's own is DIR/<run>-<phase>-load.pprof.
+// the load generator's own is DIR/<run>-<phase>-load.pprof. With -trace, an
+// execution trace of each node, taken from the middle of the phase, is
+// DIR/<run>-<phase>-<node>.trace (go tool trace).
 
 // profileNodes starts one CPU profile of secs seconds per node and returns
 // a wait that writes them; with no dir it does nothing.
-func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string, d time.Duration) (wait func() error) {
+func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string, d, traceFor time.Duration) (wait func() error) {
 	if dir == "" {
 		return func() error { return nil }
 	}
 	secs := max(int(d/time.Second)-1, 1)
 	var wg sync.WaitGroup
-	errs := make([]error, len(urls)+1)
+	errs := make([]error, 2*len(urls)+1)
 	err := os.MkdirAll(dir, 0o755)
 	var self *os.File
 	if err == nil {
@@ -47,13 +49,26 @@ func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string,
 		case <-ctx.Done():
 		}
 		pprof.StopCPUProfile()
-		errs[len(urls)] = self.Close()
+		errs[2*len(urls)] = self.Close()
 	}()
 	for i, u := range urls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = fetchProfile(ctx, u, secs, filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", prefix, nodes[i])))
+			errs[i] = fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", u, secs), filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", prefix, nodes[i])))
+		}()
+		if traceFor <= 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-time.After((d - traceFor) / 2):
+			case <-ctx.Done():
+				return
+			}
+			errs[len(urls)+i] = fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/trace?seconds=%g", u, traceFor.Seconds()), filepath.Join(dir, fmt.Sprintf("%s-%s.trace", prefix, nodes[i])))
 		}()
 	}
 	return func() error {
@@ -67,8 +82,9 @@ func profileNodes(ctx context.Context, dir, prefix string, nodes, urls []string,
 	}
 }
 
-func fetchProfile(ctx context.Context, url string, secs int, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", url, secs), nil)
+// fetchProfile writes what the node's pprof endpoint at url answers to path.
+func fetchProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}

@@ -213,7 +213,7 @@ func scaleoutOnce(ctx context.Context, o *options, bin, work string, round, grou
 			}
 			return true
 		})
-		profiled := profileNodes(ctx, o.profileDir, fmt.Sprintf("r%d-g%d-%s", round+1, groups, phase), r.nodes, urls, o.duration)
+		profiled := profileNodes(ctx, o.profileDir, fmt.Sprintf("r%d-g%d-%s", round+1, groups, phase), r.nodes, urls, o.duration, o.traceFor)
 		defer func() {
 			if err := profiled(); err != nil {
 				fmt.Fprintln(stderr, "bench:", err)
