@@ -337,6 +337,25 @@ func (n *Node) answer(ctx context.Context, q *command.Query) (*command.QueryResu
 	return res, err
 }
 
+// Settle waits until every entry this leader has appended is committed and
+// applied (a Raft barrier): after it, a write that ended with
+// ErrOutcomeUnknown on this node either has been applied or never will be.
+// ErrNotLeader when this node does not lead; a new leader settles the log
+// itself before it serves a linearizable read (leaderLoop's barrier).
+func (n *Node) Settle(ctx context.Context) error {
+	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		return mapRaftError(err)
+	}
+	return nil
+}
+
 // ReadIndex returns the index a linearizable read must wait for: after the
 // leader has applied every entry of earlier terms, its commit index, once
 // it has confirmed with a quorum that it still leads.

@@ -101,6 +101,9 @@ func (gs *Groups) PopLocal(ctx context.Context, in *command.Pop, wait time.Durat
 
 func (gs *Groups) ReadIndex(ctx context.Context) (uint64, error) { return gs.For(ctx).ReadIndex(ctx) }
 
+// Settle settles the log of the group ctx names (Node.Settle).
+func (gs *Groups) Settle(ctx context.Context) error { return gs.For(ctx).Settle(ctx) }
+
 func (gs *Groups) QueryLocal(ctx context.Context, q *command.Query) (*command.QueryResult, error) {
 	return gs.For(ctx).QueryLocal(ctx, q)
 }

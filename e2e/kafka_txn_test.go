@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The consume-transform-produce loop of a franz-go GroupTransactSession:
@@ -130,5 +132,67 @@ func readAll(t *testing.T, seeds []string, topic string, fn func(*kgo.Record), o
 	}
 	if len(left) > 0 {
 		t.Fatalf("topic %s: partitions %v not read to their end", topic, left)
+	}
+}
+
+// An EndTxn(commit) that a coordinator meets as the first call of its
+// transaction (here: after a restart, as after a failover) may be the
+// retry of one the old coordinator appended, which may have committed: it
+// is answered PRODUCER_FENCED, never TRANSACTION_ABORTABLE, because
+// franz-go answers an abortable commit by rewinding to the offsets it last
+// saw committed and replaying them. A transaction that staged on the new
+// coordinator first never sent its EndTxn elsewhere: it stays abortable.
+func TestKafkaEndTxnThatMayHaveCommittedElsewhereIsFenced(t *testing.T) {
+	n, addr := startKafkaNode(t)
+	admin := kafkaClient(t, []string{addr})
+	createTopic(t, admin, "charges", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	prod := kafkaClient(t, []string{addr}, kgo.TransactionalID("charger-fenced"), kgo.DefaultProduceTopic("charges"))
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(`{"charged":1}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	id, epoch, err := prod.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.sigterm(10 * time.Second)
+	n.restart() // the coordinator's memory of the producer is gone, its term is new
+
+	raw := kafkaClient(t, []string{addr})
+	endTxn := func() int16 {
+		t.Helper()
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "charger-fenced", id, epoch, true
+		resp, err := req.RequestWith(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	if code := endTxn(); code != kerr.ProducerFenced.Code {
+		t.Fatalf("an EndTxn(commit) that is its transaction's first call here: %v, want PRODUCER_FENCED", kerr.ErrorForCode(code))
+	}
+
+	n.sigterm(10 * time.Second)
+	n.restart() // again: the transaction below begins before this coordinator's term
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "charger-fenced", id, epoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "charges", Partitions: []int32{0}}}
+	if resp, err := add.RequestWith(ctx, raw); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, resp)
+	}
+	if code := endTxn(); code != kerr.TransactionAbortable.Code {
+		t.Fatalf("an EndTxn(commit) of a transaction that staged here after the restart: %v, want TRANSACTION_ABORTABLE", kerr.ErrorForCode(code))
+	}
+	if got := countRecords(t, addr, "charges", kgo.ReadUncommitted()); got != 1 {
+		t.Fatalf("%d charges, want the one committed before the restart", got)
 	}
 }

@@ -34,6 +34,10 @@ type Node interface {
 	// whether this node coordinates that tenant's groups and transactions,
 	// and which node leads its partitions.
 	StatusOf(ctx context.Context) cluster.RaftStatus
+	// Settle returns once every entry the tenant's group leader (this
+	// node) has appended is applied: a commit entry whose write ended
+	// with an unknown outcome has then committed or never will.
+	Settle(ctx context.Context) error
 	Watch(ctx context.Context, queue string) <-chan struct{}
 	Now() int64
 	ID() string

@@ -31,7 +31,11 @@ import (
 // InitProducerId or the previous EndTxn, in its current term). One it
 // meets halfway — it became leader while the producer was staging on the
 // old one — is doomed: its commit is answered TRANSACTION_ABORTABLE, never
-// success, and its abort starts the producer clean.
+// success, and its abort starts the producer clean. A commit that may have
+// landed (its entry's outcome unknown, or an EndTxn that may retry one the
+// old coordinator appended) is answered PRODUCER_FENCED: any answer the
+// client recovers from makes it rewind to offsets it last saw committed
+// and replay (kafka/DESIGN.md, Transactions).
 
 type txnPartition struct {
 	topic     string
@@ -51,9 +55,12 @@ type txnState struct {
 	doomed   string // why the commit must fail ("" = the coordinator holds all of it)
 	begun    time.Time
 	open     bool // something was added since the last EndTxn
-	pushes   []*command.TxnOp
-	seen     map[txnPartition]map[int32]bool // base sequences staged (a retried produce)
-	offsets  map[string]map[txnPartition]*command.PositionOp
+	// stagedHere: a call of this transaction other than EndTxn reached
+	// this coordinator, so its EndTxn was not sent to an earlier one
+	stagedHere bool
+	pushes     []*command.TxnOp
+	seen       map[txnPartition]map[int32]bool // base sequences staged (a retried produce)
+	offsets    map[string]map[txnPartition]*command.PositionOp
 	// committing: the offsets of a commit entry in flight (still pending
 	// for RequireStable until its write returns)
 	committing map[string]map[txnPartition]*command.PositionOp
@@ -213,7 +220,10 @@ func (t *txnCoordinator) initProducerID(ctx context.Context, r *kmsg.InitProduce
 func (t *txnCoordinator) addPartitions(ctx context.Context, r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 	t.mu.Lock()
-	_, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	st, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	if code == 0 {
+		st.stagedHere = true
+	}
 	t.mu.Unlock()
 	var known map[txnPartition]bool
 	if code == 0 {
@@ -264,6 +274,9 @@ func (t *txnCoordinator) addOffsets(ctx context.Context, r *kmsg.AddOffsetsToTxn
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	if code == 0 {
+		st.stagedHere = true
+	}
 	if code == 0 && st.doomed == "" {
 		if st.groups == nil {
 			st.groups = map[string]bool{}
@@ -295,6 +308,7 @@ func (t *txnCoordinator) stage(ctx context.Context, id *string, b ProducedBatch,
 	if code != 0 {
 		return code
 	}
+	st.stagedHere = true
 	tp := txnPartition{topic, partition}
 	if st.seen[tp][b.BaseSequence] {
 		return 0 // a retried produce: staged already
@@ -350,6 +364,9 @@ func (t *txnCoordinator) offsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, code := t.state(ctx, r.TransactionalID, r.ProducerID, r.ProducerEpoch)
+	if code == 0 {
+		st.stagedHere = true
+	}
 	for _, it := range items {
 		switch {
 		case *it.code != 0:
@@ -378,16 +395,28 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		resp.ErrorCode = code
 		return resp
 	}
-	pushes, positions, doomed, term := st.pushes, st.positions(), st.doomed, st.term
+	pushes, positions, doomed, term, stagedHere := st.pushes, st.positions(), st.doomed, st.term, st.stagedHere
 	if r.Commit && doomed == "" {
 		st.committing = st.offsets
 	}
 	t.release(st)
-	st.open, st.doomed = false, "" // whatever the answer, the next transaction starts clean here
+	st.open, st.doomed, st.stagedHere = false, "", false // whatever the answer, the next transaction starts clean here
 	t.report()
 	t.mu.Unlock()
 	if !r.Commit {
 		return resp // nothing staged was ever in the log
+	}
+	if doomed != "" && !stagedHere {
+		// Nothing of this transaction reached this coordinator but its
+		// EndTxn: it may be the retry of one the old coordinator appended
+		// before it failed, and that entry may have committed. An answer
+		// the client recovers from (TRANSACTION_ABORTABLE) would make it
+		// rewind to the offsets it last saw committed and replay what may
+		// be in the output already (franz-go's GroupTransactSession does).
+		t.s.log.Warn("kafka: a transaction's commit may have been written by its former coordinator: the producer is fenced and must start again from the committed offsets",
+			"tenant", st.tenant, "transactional_id", r.TransactionalID, "why", doomed)
+		resp.ErrorCode = kerr.ProducerFenced.Code
+		return resp
 	}
 	if doomed != "" {
 		t.s.log.Warn("kafka: a transaction's commit refused: abort it and retry", "tenant", st.tenant, "transactional_id", r.TransactionalID, "why", doomed)
@@ -407,19 +436,51 @@ func (t *txnCoordinator) endTxn(ctx context.Context, r *kmsg.EndTxnRequest) kmsg
 		items = append(items, commitItem{code: &code, op: p})
 	}
 	code = t.s.commitPositions(ctx, items, guard, pushes)
+	switch code {
+	case kerr.RequestTimedOut.Code:
+		// The entry may yet commit. Its offsets stay pending until its
+		// fate is settled, and the producer is fenced: the answers it
+		// would recover from (abortable, unknown) make franz-go rewind to
+		// the offsets it last saw committed, which replays the inputs if
+		// the entry did commit. A new producer reads the committed
+		// offsets, after its InitProducerId entry, when the fate is known.
+		t.s.log.Warn("kafka: a transaction's commit has an unknown outcome: the producer is fenced and must start again from the committed offsets",
+			"tenant", st.tenant, "transactional_id", r.TransactionalID)
+		go t.settle(st.tenant, st)
+		resp.ErrorCode = kerr.ProducerFenced.Code
+		return resp
+	case kerr.NotLeaderForPartition.Code:
+		// refused before it entered any log (cluster.ErrNotLeader), or
+		// by the guard on a later leader: nothing committed
+		resp.ErrorCode = kerr.TransactionAbortable.Code
+	default:
+		resp.ErrorCode = code
+	}
 	t.mu.Lock()
 	st.committing = nil
 	t.mu.Unlock()
-	switch {
-	case code == kerr.RequestTimedOut.Code || code == kerr.NotLeaderForPartition.Code:
-		// the commit entry's fate is not known here: franz-go and
-		// librdkafka then rewind to the committed offsets, which moved
-		// only if the outputs were written
-		resp.ErrorCode = kerr.UnknownServerError.Code
-	case code != 0:
-		resp.ErrorCode = code
-	}
 	return resp
+}
+
+// settle keeps the offsets of a commit entry with an unknown outcome
+// pending (RequireStable's UNSTABLE_OFFSET_COMMIT) until this leader's log
+// is settled, or it no longer leads the tenant's group (a new leader
+// settles the log before it answers OffsetFetch).
+func (t *txnCoordinator) settle(name string, st *txnState) {
+	ctx := tenantCtx(name)
+	for t.s.leads(ctx) {
+		if err := t.s.node.Settle(ctx); err == nil {
+			break
+		}
+		select {
+		case <-t.s.done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.mu.Lock()
+	st.committing = nil
+	t.mu.Unlock()
 }
 
 // positions are the offsets staged, in a fixed order.
