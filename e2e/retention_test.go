@@ -113,12 +113,17 @@ func TestRetentionFromOutside(t *testing.T) {
 		t.Fatalf("queen_retention_removed_total{short,retention} = %v, want 200", got)
 	}
 
-	// The dedup window: a repeat inside it names the original; the
-	// retention removed the original, so the id is new again.
+	// The dedup window: a repeat inside it names the original, also one
+	// retention removed (a producer's late retry is no new message).
 	if r := a.pushOne(pushItem{Queue: "long", Partition: "p", TransactionID: "l7"}, "duplicate"); r.MessageID != res[207].MessageID {
 		t.Fatalf("duplicate names %s, want %s", r.MessageID, res[207].MessageID)
 	}
-	a.pushOne(pushItem{Queue: "short", Partition: "p", TransactionID: "s7"}, "queued")
+	if r := a.pushOne(pushItem{Queue: "short", Partition: "p", TransactionID: "s7"}, "duplicate"); r.MessageID != res[7].MessageID {
+		t.Fatalf("a repeat of a removed message names %s, want %s", r.MessageID, res[7].MessageID)
+	}
+	// Out of the window it is a new message.
+	configure("short", map[string]any{"dedupWindowSeconds": 1})
+	a.pushOne(pushItem{Queue: "short", Partition: "p", TransactionID: "s8"}, "queued")
 }
 
 // A leader killed with SIGKILL while its retention sweeps remove messages:

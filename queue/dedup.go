@@ -13,9 +13,11 @@ import (
 // the message store's index entries (which keep each record's createdAt and
 // transaction hash) the first time apply needs a partition, kept up to date
 // by every push and pruned as entries fall out of the window, so it holds
-// what the window holds, not the history. It is derived state: every
-// answer is filtered by the rule itself (created within the window of this
-// entry's time) and confirmed against the stored record, so what a replica
+// what the window holds, not the history (messages retention removed
+// within the window included, from their records: dedup_gone.go). It is
+// derived state: every answer is filtered by the rule itself (created
+// within the window of this entry's time) and confirmed against the stored
+// record, so what a replica
 // happens to hold in memory never changes a verdict.
 //
 // A random-keyed B+tree of transaction ids in the state file would rewrite
@@ -62,6 +64,7 @@ func (t *Tx) partFor(ps *partState, windowUs int64) *dedupPart {
 	}); err != nil {
 		panic("queue: dedup index of a partition: " + err.Error())
 	}
+	t.loadGone(ps.rec.Id, p, t.now-windowUs)
 	p.pid = string(ps.rec.Id)
 	t.d.dedup.parts[p.pid] = p
 	return p
@@ -134,23 +137,41 @@ func (p *dedupPart) removeSeq(hash, seq uint64) { p.seqs.remove(hash, seq) }
 
 // duplicateOf finds the message of ps that makes a push of txn a duplicate
 // (addendum §4.6): the newest one with that transactionId created within
-// the queue's dedup window. 0: none, or the window is off.
-func (t *Tx) duplicateOf(ps *partState, txn string, windowUs int64) uint64 {
+// the queue's dedup window, stored or removed by retention since
+// (dedup_gone.go), and its messageId. 0: none, or the window is off.
+func (t *Tx) duplicateOf(ps *partState, txn string, windowUs int64) (uint64, []byte) {
 	if windowUs <= 0 {
-		return 0
+		return 0, nil
 	}
 	cands := t.partFor(ps, windowUs).candidates(msgstore.TxnHash(txn))
 	for i := len(cands) - 1; i >= 0; i-- {
 		seq := cands[i]
+		if seq < ps.rec.FirstSeq {
+			g, ok := t.gone(ps.rec.Id, seq)
+			if !ok {
+				continue
+			}
+			if g.createdUs < t.now-windowUs {
+				return 0, nil // candidates are oldest first: the rest are older still
+			}
+			if g.txn == txn {
+				return seq, g.messageID
+			}
+			continue
+		}
 		e, err := t.batch.Entry(ps.rec.Id, seq)
 		if err != nil || e.CreatedUs < t.now-windowUs {
-			return 0 // candidates are oldest first: the rest are older still
+			return 0, nil
 		}
 		if got, err := t.batch.Txn(ps.rec.Id, seq); err == nil && got == txn && !isDeleted(t.tx, ps.rec, seq) {
-			return seq
+			var id []byte
+			if m, err := t.batch.Message(ps.rec.Id, seq); err == nil {
+				id = m.ID
+			}
+			return seq, id
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // maxRunScan bounds the runs an ack resolution reads entry by entry.
@@ -203,6 +224,9 @@ func (t *Tx) resolveTxns(ps *partState, items []*command.AckItem) [][]uint64 {
 		p := t.partFor(ps, windowUs)
 		for h := range want {
 			for _, s := range p.candidates(h) {
+				if s < ps.rec.FirstSeq {
+					continue // removed: an ack never resolves to it
+				}
 				if _, ok := cands[s]; !ok {
 					cands[s] = false
 				}

@@ -20,10 +20,11 @@ var (
 	bPushBuffer   = store.Bucket("push_buffer")   // index n → BufferedPush: pushes held by push maintenance
 	bDeleted      = store.Bucket("deleted_msgs")  // pid seq → deletedUs: tombstones of deleted messages
 	bDLQMsg       = store.Bucket("dlq_msg")       // pid txnHash failedUs index n → queueId: dead letters by message
+	bDedupGone    = store.Bucket("dedup_gone")    // pid seq → goneRecord: removed messages still within the dedup window
 )
 
 // Buckets lists them, for store.Open.
-var Buckets = []store.Bucket{bQueues, bPartitions, bPartitionIDs, bCursors, bGroups, bDLQ, bDLQTime, bGraveyard, bPushBuffer, bDeleted, bDLQMsg}
+var Buckets = []store.Bucket{bQueues, bPartitions, bPartitionIDs, bCursors, bGroups, bDLQ, bDLQTime, bGraveyard, bPushBuffer, bDeleted, bDLQMsg, bDedupGone}
 
 func join(a, b string) []byte {
 	k := make([]byte, 0, len(a)+1+len(b))

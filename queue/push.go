@@ -31,12 +31,9 @@ func (t *Tx) push(it *command.PushItem, checkSize bool) *command.PushItemResult 
 	ps := t.ensurePartition(it.Queue, it.Partition)
 	r.PartitionId = ps.rec.Id
 	window := DedupWindowUs(qs.rec.Options)
-	if seq := t.duplicateOf(ps, it.TransactionId, window); seq != 0 {
+	if seq, id := t.duplicateOf(ps, it.TransactionId, window); seq != 0 {
 		r.Status = command.PushItemResult_DUPLICATE
-		r.Offset = seq
-		if m, err := t.batch.Message(ps.rec.Id, seq); err == nil {
-			r.MessageId = m.ID
-		}
+		r.Offset, r.MessageId = seq, id
 		return r
 	}
 	if why := full(qs); checkSize && why != "" {

@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"sort"
 
 	"github.com/queen-node/queen-node/command"
@@ -121,6 +122,7 @@ func (t *Tx) Retain(in *command.Retain) *command.RetainResult {
 			}
 		}
 		lastQueue = qname
+		t.pruneGone(ps)
 		if rules.on() {
 			t.retainPartition(qs, ps, rules, count(qname))
 		}
@@ -247,6 +249,7 @@ func (t *Tx) removePrefix(qs *queueState, ps *partState, first uint64, c *comman
 		qs.rec.Pending -= min(qs.rec.Pending, unconsumed)
 		qs.dirty = true
 	}
+	kept := t.keepGone(ps, first)
 	var behind []string
 	cc := t.tx.Cursor(bCursors)
 	for k, _ := cc.Seek(p.Id); k != nil && hasPrefix(k, p.Id); k, _ = cc.Next() {
@@ -273,6 +276,7 @@ func (t *Tx) removePrefix(qs *queueState, ps *partState, first uint64, c *comman
 	t.removeTombstonesBelow(ps, first)
 	traces.RemoveBefore(t.tx, p.Id, first)
 	t.d.dedup.forget(t.batch, p.Id, first)
+	t.d.dedup.restoreGone(kept)
 	t.batch.DropBefore(p.Id, first)
 	p.Count -= min(p.Count, first-p.FirstSeq)
 	p.FirstSeq = first
@@ -311,6 +315,7 @@ func (t *Tx) removeIfIdle(ps *partState, idleUs int64) bool {
 	t.cachePartition(string(key), nil)
 	t.batch.RemovePartition(p.Id)
 	t.d.dedup.drop(p.Id)
+	t.deletePrefix(bDedupGone, p.Id, math.MaxInt)
 	t.touch(p.Queue)
 	return true
 }

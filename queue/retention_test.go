@@ -240,26 +240,65 @@ func TestDedupWindow(t *testing.T) {
 	}
 }
 
-// Retention makes the dedup index forget what it removed: memory follows
-// what is stored.
-func TestRetentionShrinksTheDedupIndex(t *testing.T) {
+// Retention removes messages, not their dedup (addendum §4.6: the window
+// bounds it): a removed message's transactionId is a duplicate, answered
+// with the original messageId and offset, as long as it was created within
+// the window, also after the index is built again from the state (a
+// restart); its record and slot go once the window has passed, so memory
+// follows what the window holds.
+func TestRetentionKeepsDedupWithinTheWindow(t *testing.T) {
 	h := newDomain(t, "log")
-	h.configure("q", &command.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(int64(4))})
+	h.configure("q", &command.QueueOptions{RetentionEnabled: ptr(true), RetentionSeconds: ptr(int64(4)), DedupWindowSeconds: ptr(int64(8))})
+	original := h.push(item("q", "p", "first"))[0]
 	for i := 0; i < 10; i++ {
 		h.pushN("q", "p", fmt.Sprint("b", i), 50)
 		h.now += 1 * sec
 		h.retain(0)
 	}
 	p := h.partRec("q", "p")
-	if p.Count > 250 {
-		t.Fatalf("stored %d", p.Count)
+	if p.FirstSeq <= 1 || p.Count > 250 {
+		t.Fatalf("retention kept %d from seq %d", p.Count, p.FirstSeq)
 	}
-	if part := h.d.dedup.parts[string(p.Id)]; part == nil || uint64(part.seqs.len()) != p.Count {
-		t.Fatalf("dedup index %v for %d stored", part, p.Count)
+	windowHolds := func() int {
+		var n int
+		h.read(func(rd *Reader) {
+			c := rd.r.Cursor(bDedupGone)
+			for k, _ := c.Seek(p.Id); k != nil && hasPrefix(k, p.Id); k, _ = c.Next() {
+				n++
+			}
+		})
+		return n + int(p.Count)
 	}
-	// A removed message's id is no duplicate any more, whatever the window.
+	// b3-0 was pushed 7 s ago and removed 3 s ago: still in the window.
+	r := h.push(item("q", "p", "b3-0"))[0]
+	if r.Status != command.PushItemResult_DUPLICATE || r.Offset >= p.FirstSeq {
+		t.Fatalf("a removed message within the window: %v, want a duplicate of its removed offset", r)
+	}
+	h.d.dedup = newDedupIndex() // as after a restart: built again from the state
+	again := h.push(item("q", "p", "b3-0"))[0]
+	if again.Status != command.PushItemResult_DUPLICATE || again.Offset != r.Offset || string(again.MessageId) != string(r.MessageId) {
+		t.Fatalf("after the index is built again: %v, want %v", again, r)
+	}
+	// "first" and b0 were created more than 8 s ago: out of the window.
 	if r := h.push(item("q", "p", "b0-1"))[0]; r.Status != command.PushItemResult_QUEUED {
+		t.Fatalf("a removed message out of the window: %v", r)
+	}
+	if r := h.push(item("q", "p", "first"))[0]; r.Status != command.PushItemResult_QUEUED || r.Offset == original.Offset {
 		t.Fatalf("%v", r)
+	}
+	h.retain(0)
+	p = h.partRec("q", "p")
+	if part := h.d.dedup.parts[string(p.Id)]; part == nil || part.seqs.len() != windowHolds() {
+		t.Fatalf("dedup index of %d slots for %d stored and removed within the window", part.seqs.len(), windowHolds())
+	}
+	h.now += 9 * sec
+	h.retain(0)
+	p = h.partRec("q", "p")
+	if n := windowHolds(); n != int(p.Count) {
+		t.Fatalf("%d records of removed messages left after the window passed", n-int(p.Count))
+	}
+	if part := h.d.dedup.parts[string(p.Id)]; part != nil && part.seqs.len() > int(p.Count) {
+		t.Fatalf("dedup index of %d slots for %d stored", part.seqs.len(), p.Count)
 	}
 }
 

@@ -34,6 +34,10 @@ func (t *Tx) SweepGraveyard(limit int) (int, bool) {
 			n, more = t.deletePrefix(bDeleted, id, limit-removed)
 			removed += n
 			if !more && removed < limit {
+				n, more = t.deletePrefix(bDedupGone, id, limit-removed)
+				removed += n
+			}
+			if !more && removed < limit {
 				n, more = traces.RemovePartition(t.tx, id, limit-removed)
 				removed += n
 			}
