@@ -14,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	runtimepprof "runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -245,6 +246,8 @@ wait:
 			break wait
 		}
 	}
+	slow := time.AfterFunc(shutdownStackAfter, func() { dumpStacks(log) })
+	defer slow.Stop()
 	node.Drain() // long-polls answer 204 now, and a leader hands leadership over while the servers still run
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -263,6 +266,17 @@ wait:
 		return errResync
 	}
 	return nil
+}
+
+// shutdownStackAfter is how long a stop may take before the log gets every
+// goroutine's stack: a stop that hangs (a jepsen run of 2026-12-07, seed
+// 20261213: a node restarting to resync never finished stopping its
+// groups) leaves the reason where the operator looks.
+const shutdownStackAfter = 30 * time.Second
+
+func dumpStacks(log *slog.Logger) {
+	log.Error("stopping has taken over " + shutdownStackAfter.String() + ": every goroutine's stack follows on stderr")
+	runtimepprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 }
 
 // errResync: run stopped so that the process starts again and rebuilds its
