@@ -478,20 +478,36 @@ func (b *Batch) EachEntry(pid []byte, first, next uint64, fn func(seq uint64, e 
 	return b.note(b.s.eachEntry(pid, first, next, true, fn, b.Entry))
 }
 
-// Txns reads the transaction ids and the index entries of seqs from..to
-// (inclusive) of a partition, this batch's writes included, with one read
-// of the index and one of the records per segment file the range spans.
-func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, []Entry, error) {
+// Head is what names a stored record: its index entry, its messageId and
+// its transactionId. ID aliases the bytes read for the call that returned it.
+type Head struct {
+	Entry
+	ID  []byte
+	Txn string
+}
+
+func headOf(rec []byte, e Entry) (Head, error) {
+	txn, err := txnOf(rec)
+	if err != nil {
+		return Head{}, err
+	}
+	return Head{Entry: e, ID: rec[:16:16], Txn: txn}, nil
+}
+
+// Heads reads the heads of seqs from..to (inclusive) of a partition, this
+// batch's writes included, with one read of the index and one of the
+// records per segment file the range spans.
+func (b *Batch) Heads(pid []byte, from, to uint64) ([]Head, error) {
 	var ents []Entry
 	if err := b.EachEntry(pid, from, to+1, func(_ uint64, e Entry) bool { ents = append(ents, e); return true }); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out := make([]string, 0, len(ents))
+	out := make([]Head, 0, len(ents))
 	for i := 0; i < len(ents); {
 		seq := from + uint64(i)
 		g := b.segmentOf(pid, seq)
 		if g == nil {
-			return nil, nil, ErrNotFound
+			return nil, ErrNotFound
 		}
 		// The run of entries in g's flushed file part, read in one piece.
 		j := i
@@ -501,34 +517,34 @@ func (b *Batch) Txns(pid []byte, from, to uint64) ([]string, []Entry, error) {
 		if j == i { // unflushed: from the batch's buffer
 			rec, err := b.record(pid, seq)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			txn, err := txnOf(rec)
+			h, err := headOf(append([]byte(nil), rec...), ents[i])
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			out = append(out, txn)
+			out = append(out, h)
 			i++
 			continue
 		}
 		first, last := ents[i], ents[j-1]
 		span := make([]byte, int64(last.Offset)+int64(last.Length)-int64(first.Offset))
 		if err := b.s.readRecords(g.logPath, span, int64(first.Offset), seq); err != nil {
-			return nil, nil, b.note(err)
+			return nil, b.note(err)
 		}
 		for k := i; k < j; k++ {
 			off := ents[k].Offset - first.Offset
 			rec := span[off : off+ents[k].Length]
 			if err := b.s.checkRecord(ents[k], rec, g.logPath, from+uint64(k)); err != nil {
-				return nil, nil, b.note(err)
+				return nil, b.note(err)
 			}
-			txn, err := txnOf(rec)
+			h, err := headOf(rec, ents[k])
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			out = append(out, txn)
+			out = append(out, h)
 		}
 		i = j
 	}
-	return out, ents, nil
+	return out, nil
 }

@@ -257,22 +257,16 @@ func (t *Tx) confirm(ps *partState, items []*command.AckItem, cands map[uint64]b
 		return out
 	}
 	lo, hi := seqs[0], seqs[len(seqs)-1]
-	var names []string
-	var created []int64
+	var heads []msgstore.Head
 	if hi-lo < 4096 {
-		if ns, ents, err := t.batch.Txns(pid, lo, hi); err == nil {
-			names = ns
-			for _, e := range ents {
-				created = append(created, e.CreatedUs)
-			}
-		}
+		heads, _ = t.batch.Heads(pid, lo, hi) // else one by one below
 	}
 	byTxn := map[string][]uint64{}
 	for _, s := range seqs {
 		var txn string
 		var at int64
-		if names != nil && int(s-lo) < len(created) {
-			txn, at = names[s-lo], created[s-lo]
+		if int(s-lo) < len(heads) {
+			txn, at = heads[s-lo].Txn, heads[s-lo].CreatedUs
 		} else {
 			n, err := t.batch.Txn(pid, s)
 			e, eerr := t.batch.Entry(pid, s)

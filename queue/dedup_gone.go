@@ -76,17 +76,21 @@ func (t *Tx) keepGone(ps *partState, first uint64) []dedupInsert {
 		return nil
 	}
 	from := t.firstNotBefore(p, t.now-windowUs)
-	var kept []dedupInsert
-	for seq := from; seq < first; seq++ {
+	if from >= first {
+		return nil
+	}
+	heads, err := t.batch.Heads(p.Id, from, first-1)
+	if err != nil {
+		return nil // unreadable: the scrubber reports it; nothing to dedup against
+	}
+	kept := make([]dedupInsert, 0, len(heads))
+	for i, h := range heads {
+		seq := from + uint64(i)
 		if isDeleted(t.tx, p, seq) {
 			continue // the window no longer counts a deleted message
 		}
-		m, err := t.batch.Message(p.Id, seq)
-		if err != nil {
-			continue // unreadable: the scrubber reports it; nothing to dedup against
-		}
-		t.tx.Put(bDedupGone, tombKey(p.Id, seq), encodeGone(goneRecord{createdUs: m.CreatedUs, messageID: m.ID, txn: m.TxnID}))
-		kept = append(kept, dedupInsert{pid: string(p.Id), hash: msgstore.TxnHash(m.TxnID), seq: seq})
+		t.tx.Put(bDedupGone, tombKey(p.Id, seq), encodeGone(goneRecord{createdUs: h.CreatedUs, messageID: h.ID, txn: h.Txn}))
+		kept = append(kept, dedupInsert{pid: string(p.Id), hash: h.TxnHash, seq: seq})
 	}
 	return kept
 }
